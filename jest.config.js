@@ -1,0 +1,24 @@
+// Nest 12 ships ESM only; @swc/jest compiles both our TS and @nestjs's ESM to CommonJS.
+const swc = JSON.parse(require('node:fs').readFileSync(`${__dirname}/.swcrc`, 'utf8'));
+const transform = { '^.+\\.(t|j|mj)s$': ['@swc/jest', { ...swc, swcrc: false }] };
+const transformIgnorePatterns = ['/node_modules/(?!(@nestjs)/)'];
+const common = {
+  transform,
+  transformIgnorePatterns,
+  testEnvironment: 'node',
+  moduleFileExtensions: ['ts', 'js', 'mjs', 'json'],
+};
+
+module.exports = {
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
+    {
+      ...common,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testTimeout: 60000,
+    },
+  ],
+};

@@ -1,0 +1,45 @@
+import type { INestApplication } from '@nestjs/common';
+import type { CustomStrategy } from '@nestjs/microservices';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { Logger } from 'nestjs-pino';
+import { AppConfig } from './config/app-config';
+import { EpdNatsServer } from './transport/epd-nats.server';
+
+/**
+ * Wiring shared by main.ts and the e2e tests, so that tests run the app exactly as
+ * production does: pino logger, the NATS microservice on the shared connection (with the
+ * app's global filter), OpenAPI at /docs, and shutdown hooks.
+ */
+export function configureApp(app: INestApplication): void {
+  app.useLogger(app.get(Logger));
+  app.connectMicroservice<CustomStrategy>(
+    { strategy: app.get(EpdNatsServer) },
+    { inheritAppConfig: true },
+  );
+  const document = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('epd-encoder')
+      .setDescription(
+        'Encoder tier of EPD-disaggregated multimodal serving. NATS subjects and payloads: see DESIGN.md §4.',
+      )
+      .addBearerAuth()
+      .build(),
+  );
+  SwaggerModule.setup('docs', app, document);
+  app.enableShutdownHooks();
+}
+
+/**
+ * Starts HTTP first, so health answers (and says why) while NATS is still unreachable.
+ * `natsReady` settles once the first NATS connection is up and every subject is served.
+ */
+export async function startApp(
+  app: INestApplication,
+): Promise<{ httpUrl: string; natsReady: Promise<void> }> {
+  const config = app.get(AppConfig);
+  await app.listen(config.http.port, config.http.host);
+  const address = app.getHttpServer().address() as { port: number };
+  const natsReady = app.startAllMicroservices().then(() => undefined);
+  return { httpUrl: `http://${config.http.host}:${address.port}`, natsReady };
+}

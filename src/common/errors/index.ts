@@ -1,0 +1,2 @@
+export * from './mm-error';
+export * from './error-catalogue';

@@ -1,0 +1,88 @@
+import {
+  ArgumentsHost,
+  Catch,
+  HttpException,
+  Injectable,
+  Logger,
+  type ExceptionFilter,
+} from '@nestjs/common';
+import type { NatsContext } from '@nestjs/microservices';
+import type { Request, Response } from 'express';
+import { TimeoutError, throwError, type Observable } from 'rxjs';
+import { timeoutErrorFor } from './error-catalogue';
+import { MMError, type ErrorBody } from './mm-error';
+
+function reqIdOf(data: unknown): string | undefined {
+  if (typeof data !== 'object' || data === null) return undefined;
+  const id = (data as Record<string, unknown>).req_id;
+  return typeof id === 'string' && id.length > 0 ? id : undefined;
+}
+
+/** The last token of a NATS subject, or the last static segment of an HTTP route. */
+function operationOf(host: ArgumentsHost): string | undefined {
+  if (host.getType() === 'rpc') {
+    const subject = host.switchToRpc().getContext<NatsContext>().getSubject?.();
+    return subject?.slice(subject.lastIndexOf('.') + 1);
+  }
+  const req = host.switchToHttp().getRequest<Request>();
+  const route = (req.route as { path?: string } | undefined)?.path ?? req.path;
+  const segments = route.split('/').filter((s) => s && !s.startsWith(':'));
+  return segments.at(-1);
+}
+
+function requestData(host: ArgumentsHost): { reqId?: string } {
+  if (host.getType() === 'rpc') return { reqId: reqIdOf(host.switchToRpc().getData()) };
+  const req = host.switchToHttp().getRequest<Request>();
+  return { reqId: reqIdOf(req.body) ?? reqIdOf(req.params) };
+}
+
+/**
+ * The one filter for HTTP and NATS (registered as APP_FILTER so that it covers the
+ * hybrid app's microservice too). MMError keeps its code; RxJS TimeoutError becomes the
+ * 504 of whatever was being waited for; Nest HttpExceptions keep their status; anything
+ * else is a 500 whose details stay in the log, never in the reply.
+ */
+@Catch()
+@Injectable()
+export class MMExceptionFilter implements ExceptionFilter {
+  private readonly logger = new Logger('Errors');
+
+  catch(exception: unknown, host: ArgumentsHost): Observable<never> | void {
+    const { reqId } = requestData(host);
+    const err = this.toMMError(exception, host, reqId);
+    const body: ErrorBody = {
+      status: 'error',
+      code: err.code,
+      message: err.message,
+      req_id: err.reqId ?? reqId ?? null,
+    };
+    if (host.getType() === 'rpc') return throwError(() => body);
+    const res = host.switchToHttp().getResponse<Response>();
+    if (res.headersSent) return;
+    res.status(err.code).json(body);
+  }
+
+  private toMMError(exception: unknown, host: ArgumentsHost, reqId?: string): MMError {
+    if (exception instanceof MMError) {
+      if (exception.code >= 500)
+        this.logger.warn({ req_id: reqId, code: exception.code }, exception.message);
+      return exception;
+    }
+    if (exception instanceof TimeoutError) {
+      const err = timeoutErrorFor(operationOf(host), reqId);
+      this.logger.warn({ req_id: reqId, code: err.code }, err.message);
+      return err;
+    }
+    if (exception instanceof HttpException) {
+      const response = exception.getResponse();
+      const message =
+        typeof response === 'object' && response !== null && 'message' in response
+          ? String((response as { message: unknown }).message)
+          : exception.message;
+      return new MMError(message, exception.getStatus(), reqId);
+    }
+    const error = exception instanceof Error ? exception : new Error(String(exception));
+    this.logger.error({ req_id: reqId, err: error }, `unhandled error: ${error.message}`);
+    return new MMError('internal error', 500, reqId);
+  }
+}

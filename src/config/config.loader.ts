@@ -1,0 +1,95 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { ENV_KEYS, OTHER_ENV, configSchema, type EpdConfigShape } from './config.schema';
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+type Tree = Record<string, unknown>;
+
+/** `config/` at the project root, from both `src/config` and `dist/config`. */
+export const DEFAULT_CONFIG_DIR = resolve(__dirname, '..', '..', 'config');
+
+function isTree(v: unknown): v is Tree {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function merge(base: Tree, over: Tree): Tree {
+  const out: Tree = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const prev = out[k];
+    out[k] = isTree(prev) && isTree(v) ? merge(prev, v) : v;
+  }
+  return out;
+}
+
+function readYaml(file: string): Tree {
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`);
+  }
+  if (parsed == null) return {};
+  if (!isTree(parsed)) throw new ConfigError(`config file ${file} must hold a YAML mapping`);
+  return parsed;
+}
+
+export interface LoadedConfig {
+  config: EpdConfigShape;
+  /** Files read, in precedence order (lowest first). */
+  files: string[];
+  /** EPD_* variables that match no key: most likely typos, reported at start-up. */
+  unknownEnv: string[];
+}
+
+/**
+ * Layers default.yaml < <NODE_ENV>.yaml < $EPD_CONFIG < EPD_* env vars, then validates the
+ * result with one zod schema. Throws ConfigError naming the key (and the env var that set
+ * it) on the first bad value, so a misconfigured process never starts half-way.
+ */
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  configDir: string = DEFAULT_CONFIG_DIR,
+): LoadedConfig {
+  const files = [join(configDir, 'default.yaml')];
+  if (env.NODE_ENV) {
+    const perEnv = join(configDir, `${env.NODE_ENV}.yaml`);
+    if (existsSync(perEnv)) files.push(perEnv);
+  }
+  if (env.EPD_CONFIG) {
+    if (!existsSync(env.EPD_CONFIG))
+      throw new ConfigError(`EPD_CONFIG: no such file ${env.EPD_CONFIG}`);
+    files.push(env.EPD_CONFIG);
+  }
+  let tree: Tree = {};
+  for (const f of files) tree = merge(tree, readYaml(f));
+
+  const fromEnv = new Map<string, string>();
+  const unknownEnv: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('EPD_') || value === undefined) continue;
+    const key = ENV_KEYS[name];
+    if (!key) {
+      if (!OTHER_ENV.has(name)) unknownEnv.push(name);
+      continue;
+    }
+    const [ns, leaf] = key;
+    const section = isTree(tree[ns]) ? tree[ns] : {};
+    tree = { ...tree, [ns]: { ...section, [leaf]: value } };
+    fromEnv.set(`${ns}.${leaf}`, name);
+  }
+
+  const result = configSchema.safeParse(tree);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => {
+      const key = issue.path.join('.');
+      const source = fromEnv.get(key);
+      return `${key}${source ? ` (${source})` : ''}: ${issue.message}`;
+    });
+    throw new ConfigError(`invalid configuration: ${lines.join('; ')}`);
+  }
+  return { config: result.data, files, unknownEnv };
+}

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const commaList = z.preprocess(
+  (v) =>
+    typeof v === 'string'
+      ? v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : v,
+  z.array(z.string().min(1)),
+);
+const optionalString = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
+
+export const configSchema = z.object({
+  nats: z.object({
+    url: commaList.pipe(
+      z
+        .array(z.string().regex(/^(nats|tls|ws|wss):\/\/[^\s]+$/, 'must be a nats:// URL'))
+        .min(1, 'needs at least one server'),
+    ),
+    user: optionalString,
+    pass: optionalString,
+    token: optionalString,
+    creds: optionalString,
+    tlsCa: optionalString,
+    subjectPrefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]+$/, 'must be a single subject token (letters, digits, _ and -)'),
+    queueGroup: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'must be a valid NATS queue group name'),
+    maxRequestBytes: positiveInt,
+    reconnectMaxDelayMs: positiveInt,
+  }),
+  http: z.object({ host: z.string().min(1), port }),
+  timeouts: z.object({ reqTimeoutMs: positiveInt, sendTimeoutMs: positiveInt }),
+  registry: z.object({
+    store: z.enum(['memory', 'jetstream']),
+    maxEntries: positiveInt,
+    maxWaiters: positiveInt,
+    sweepIntervalMs: positiveInt,
+  }),
+  encoder: z.object({
+    maxBatchSize: positiveInt,
+    maxPending: positiveInt,
+    stagingMaxBytes: positiveInt,
+    dpSize: positiveInt,
+    dpRank: z.coerce.number().int().min(0),
+    modelPath: z.string(),
+  }),
+  media: z.object({ allowedDomains: commaList, maxBytes: positiveInt }),
+  admin: z.object({ token: optionalString }),
+  health: z.object({ natsRttTimeoutMs: positiveInt, maxEventLoopLagMs: positiveInt }),
+  shutdown: z.object({ graceMs: positiveInt }),
+  log: z.object({
+    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+  }),
+});
+
+export type EpdConfigShape = z.infer<typeof configSchema>;
+
+/** Environment variables of DESIGN.md §3 (plus a few of ours) and the key each one sets. */
+export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
+  EPD_NATS_URL: ['nats', 'url'],
+  EPD_NATS_USER: ['nats', 'user'],
+  EPD_NATS_PASS: ['nats', 'pass'],
+  EPD_NATS_TOKEN: ['nats', 'token'],
+  EPD_NATS_CREDS: ['nats', 'creds'],
+  EPD_NATS_TLS_CA: ['nats', 'tlsCa'],
+  EPD_SUBJECT_PREFIX: ['nats', 'subjectPrefix'],
+  EPD_MAX_REQUEST_BYTES: ['nats', 'maxRequestBytes'],
+  EPD_HTTP_HOST: ['http', 'host'],
+  EPD_HTTP_PORT: ['http', 'port'],
+  EPD_REQ_TIMEOUT_MS: ['timeouts', 'reqTimeoutMs'],
+  EPD_SEND_TIMEOUT_MS: ['timeouts', 'sendTimeoutMs'],
+  EPD_REGISTRY_STORE: ['registry', 'store'],
+  EPD_REGISTRY_MAX_ENTRIES: ['registry', 'maxEntries'],
+  EPD_REGISTRY_MAX_WAITERS: ['registry', 'maxWaiters'],
+  EPD_MAX_BATCH_SIZE: ['encoder', 'maxBatchSize'],
+  EPD_MAX_PENDING: ['encoder', 'maxPending'],
+  EPD_STAGING_MAX_BYTES: ['encoder', 'stagingMaxBytes'],
+  EPD_DP_SIZE: ['encoder', 'dpSize'],
+  EPD_DP_RANK: ['encoder', 'dpRank'],
+  EPD_MODEL_PATH: ['encoder', 'modelPath'],
+  EPD_ALLOWED_MEDIA_DOMAINS: ['media', 'allowedDomains'],
+  EPD_MEDIA_MAX_BYTES: ['media', 'maxBytes'],
+  EPD_ADMIN_TOKEN: ['admin', 'token'],
+  EPD_LOG_LEVEL: ['log', 'level'],
+};
+
+/** Env vars read elsewhere (not config keys), so that they are not reported as unknown. */
+export const OTHER_ENV = new Set(['EPD_CONFIG']);

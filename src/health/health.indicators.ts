@@ -1,0 +1,71 @@
+import { Injectable } from '@nestjs/common';
+import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import { AppConfig } from '../config/app-config';
+import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import { NatsConnectionService } from '../transport/nats-connection.service';
+import { EventLoopMonitor } from './event-loop.monitor';
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Indicators over state the process already has: the shared NATS connection (one PING,
+ * never a new connection per probe), the registry's bounds, and event-loop delay.
+ */
+@Injectable()
+export class HealthIndicators {
+  constructor(
+    private readonly indicator: HealthIndicatorService,
+    private readonly nats: NatsConnectionService,
+    private readonly registry: MetaRegistry,
+    private readonly loop: EventLoopMonitor,
+    private readonly config: AppConfig,
+  ) {}
+
+  async natsConnection(): Promise<HealthIndicatorResult> {
+    const check = this.indicator.check('nats');
+    const nc = this.nats.current;
+    const state = this.nats.state;
+    if (!nc || state !== 'connected') {
+      return check.down({ state, error: this.nats.lastErrorMessage || 'not connected' });
+    }
+    try {
+      const rtt = await withTimeout(nc.rtt(), this.config.health.natsRttTimeoutMs, 'NATS ping');
+      return check.up({ state, server: nc.getServer(), rtt_ms: Math.round(rtt * 1000) / 1000 });
+    } catch (err) {
+      return check.down({ state, error: (err as Error).message });
+    }
+  }
+
+  async registryBounds(): Promise<HealthIndicatorResult> {
+    const check = this.indicator.check('registry');
+    const s = await this.registry.stats();
+    const data = {
+      entries: s.entries,
+      max_entries: s.maxEntries,
+      waiters: s.waiters,
+      max_waiters: s.maxWaiters,
+    };
+    if (this.registry.isClosed) return check.down({ ...data, error: 'shutting down' });
+    if (s.entries >= s.maxEntries || s.waiters >= s.maxWaiters) {
+      return check.down({ ...data, error: 'at capacity' });
+    }
+    return check.up(data);
+  }
+
+  eventLoop(): HealthIndicatorResult {
+    const check = this.indicator.check('event_loop');
+    const lag = Math.round(this.loop.p99LagMs * 10) / 10;
+    const max = this.config.health.maxEventLoopLagMs;
+    return lag > max
+      ? check.down({ p99_lag_ms: lag, max_lag_ms: max })
+      : check.up({ p99_lag_ms: lag });
+  }
+}

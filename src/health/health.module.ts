@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { TerminusModule } from '@nestjs/terminus';
+import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
+import { TransportModule } from '../transport/transport.module';
+import { EventLoopMonitor } from './event-loop.monitor';
+import { HealthController } from './health.controller';
+import { HealthIndicators } from './health.indicators';
+
+@Module({
+  imports: [TerminusModule.forRoot({ logger: false }), TransportModule, MetaRegistryModule],
+  controllers: [HealthController],
+  providers: [EventLoopMonitor, HealthIndicators],
+})
+export class HealthModule {}

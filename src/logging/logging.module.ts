@@ -1,0 +1,37 @@
+import { randomUUID } from 'node:crypto';
+import { Module } from '@nestjs/common';
+import type { IncomingMessage } from 'node:http';
+import { LoggerModule } from 'nestjs-pino';
+import { AppConfig } from '../config/app-config';
+
+function reqIdOf(req: IncomingMessage): string | undefined {
+  const body = (req as IncomingMessage & { body?: unknown }).body;
+  if (typeof body === 'object' && body !== null) {
+    const id = (body as { req_id?: unknown }).req_id;
+    if (typeof id === 'string') return id;
+  }
+  const match = /\/admin\/registry\/([^/?]+)/.exec(req.url ?? '');
+  return match?.[1] ? decodeURIComponent(match[1]) : undefined;
+}
+
+/** Structured JSON logs (pino); HTTP request logs carry the req_id they concern. */
+@Module({
+  imports: [
+    LoggerModule.forRootAsync({
+      inject: [AppConfig],
+      useFactory: (config: AppConfig) => ({
+        pinoHttp: {
+          level: config.log.level,
+          genReqId: (req) => (req.headers['x-request-id'] as string | undefined) ?? randomUUID(),
+          customProps: (req) => {
+            const reqId = reqIdOf(req);
+            return reqId ? { req_id: reqId } : {};
+          },
+          autoLogging: { ignore: (req) => req.url?.startsWith('/health') ?? false },
+          redact: ['req.headers.authorization'],
+        },
+      }),
+    }),
+  ],
+})
+export class LoggingModule {}

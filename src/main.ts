@@ -1,0 +1,50 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { Logger } from 'nestjs-pino';
+import { AppModule } from './app.module';
+import { configureApp, startApp } from './bootstrap';
+import { AppConfig } from './config/app-config';
+import { ConfigError, loadConfig } from './config/config.loader';
+
+async function main(): Promise<void> {
+  let loaded;
+  try {
+    loaded = loadConfig();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`epd-encoder: ${err.message}\n`);
+    process.exit(78); // EX_CONFIG
+  }
+
+  const app = await NestFactory.create(AppModule, { bufferLogs: true });
+  configureApp(app);
+  const logger = app.get(Logger);
+  const config = app.get(AppConfig);
+  for (const name of loaded.unknownEnv) {
+    logger.warn(`ignoring unknown environment variable ${name} (typo?)`, 'Config');
+  }
+
+  // The NATS drain is bounded by shutdown.graceMs; this is the last resort if a hook hangs.
+  process.once('SIGTERM', () => {
+    setTimeout(() => process.exit(1), config.shutdown.graceMs + 500).unref();
+  });
+
+  const { httpUrl: base, natsReady } = await startApp(app);
+  logger.log(
+    {
+      http: base,
+      docs: `${base}/docs`,
+      health: `${base}/health`,
+      metrics: `${base}/metrics`,
+      nats: config.nats.url.join(','),
+      subjects: `${config.nats.subjectPrefix}.v1.<dp_type>`,
+      configFiles: loaded.files,
+    },
+    `epd-encoder listening on ${base}; waiting for NATS at ${config.nats.url.join(',')}`,
+    'Main',
+  );
+  await natsReady;
+  logger.log(`serving NATS subjects ${config.nats.subjectPrefix}.v1.<dp_type>`, 'Main');
+}
+
+void main();

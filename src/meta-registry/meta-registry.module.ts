@@ -1,0 +1,29 @@
+import { Module } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { AppConfig } from '../config/app-config';
+import { MemoryMetaStore } from './memory-meta-store';
+import { MetaRegistry } from './meta-registry.service';
+import { MetaStore } from './meta-store';
+import { MetadataService } from './metadata.service';
+
+@Module({
+  providers: [
+    Clock,
+    {
+      provide: MetaStore,
+      inject: [AppConfig],
+      useFactory: (config: AppConfig): MetaStore => {
+        if (config.registry.store === 'jetstream') {
+          throw new Error(
+            'registry.store (EPD_REGISTRY_STORE): "jetstream" is not available in this build; use "memory"',
+          );
+        }
+        return new MemoryMetaStore(config.registry.maxEntries);
+      },
+    },
+    MetaRegistry,
+    MetadataService,
+  ],
+  exports: [MetaRegistry, MetadataService, Clock],
+})
+export class MetaRegistryModule {}

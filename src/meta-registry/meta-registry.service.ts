@@ -1,0 +1,246 @@
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import {
+  Observable,
+  Subject,
+  TimeoutError,
+  filter,
+  firstValueFrom,
+  from,
+  merge,
+  take,
+  timeout,
+} from 'rxjs';
+import { Clock } from '../common/clock';
+import { Errors } from '../common/errors/error-catalogue';
+import { AppConfig } from '../config/app-config';
+import { MetaStore, type StoredMeta } from './meta-store';
+import { isErrorMeta, type MetaPayload } from './meta.schema';
+
+export interface WaitOptions {
+  /** Deadline for this wait; the registry's default is EPD_REQ_TIMEOUT_MS. */
+  timeoutMs?: number;
+  /** Aborting ends the wait with a 499 "metadata wait cancelled" and frees its slot. */
+  signal?: AbortSignal;
+}
+
+export interface RegistryCounters {
+  publishes: number;
+  errorPublishes: number;
+  waits: number;
+  resolved: number;
+  timeouts: number;
+  cancelled: number;
+  rejected: number;
+  discards: number;
+  expired: number;
+}
+
+export interface RegistryStats {
+  entries: number;
+  waiters: number;
+  waitedReqIds: number;
+  oldestAgeMs: number | null;
+  maxEntries: number;
+  maxWaiters: number;
+  counters: RegistryCounters;
+}
+
+/** Waiters of one req_id share one subject; it exists only while someone waits. */
+interface Slot {
+  readonly subject: Subject<StoredMeta>;
+  waiters: number;
+}
+
+/**
+ * Metadata registry: publish once, wake exactly the waiters of that req_id.
+ *
+ * Each req_id with pending waiters has its own Subject in a Map, so a publish costs
+ * O(waiters of that req_id), never O(all waiters). Every wait is bounded by RxJS
+ * `timeout()`; whatever ends it (value, published error, deadline, abort, shutdown,
+ * unsubscribe) runs one teardown that drops the waiter and, with the last one, its slot.
+ */
+@Injectable()
+export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger(MetaRegistry.name);
+  private readonly slots = new Map<string, Slot>();
+  private pending = 0;
+  private closed = false;
+  private sweepTimer?: NodeJS.Timeout;
+  private sweeping = false;
+  private readonly counters: RegistryCounters = {
+    publishes: 0,
+    errorPublishes: 0,
+    waits: 0,
+    resolved: 0,
+    timeouts: 0,
+    cancelled: 0,
+    rejected: 0,
+    discards: 0,
+    expired: 0,
+  };
+
+  constructor(
+    private readonly store: MetaStore,
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+  ) {}
+
+  onModuleInit(): void {
+    this.sweepTimer = setInterval(() => void this.sweep(), this.config.registry.sweepIntervalMs);
+    this.sweepTimer.unref();
+  }
+
+  onModuleDestroy(): void {
+    this.close();
+  }
+
+  async publish(reqId: string, metadata: MetaPayload, partIdx?: number): Promise<void> {
+    if (this.closed) throw Errors.shuttingDown(reqId);
+    const record: StoredMeta = { reqId, partIdx, metadata, publishedAt: this.clock.now() };
+    await this.store.put(record);
+    this.counters.publishes++;
+    if (isErrorMeta(metadata)) this.counters.errorPublishes++;
+    this.slots.get(reqId)?.subject.next(record);
+  }
+
+  /**
+   * Emits the record once it is published (at once if it already is), then completes.
+   * Errors: MMError 500 with the published text for an `{error}` entry, RxJS
+   * TimeoutError at the deadline (the filter answers 504 "encode metadata not ready"),
+   * 499 on abort, 503 when the registry is shutting down or at its waiter bound.
+   */
+  wait$(reqId: string, options: WaitOptions = {}): Observable<StoredMeta> {
+    const timeoutMs = options.timeoutMs ?? this.config.timeouts.reqTimeoutMs;
+    return new Observable<StoredMeta>((subscriber) => {
+      if (this.closed) return subscriber.error(Errors.shuttingDown(reqId));
+      if (this.pending >= this.config.registry.maxWaiters) {
+        this.counters.rejected++;
+        return subscriber.error(Errors.tooManyWaiters(this.config.registry.maxWaiters, reqId));
+      }
+      const { signal } = options;
+      if (signal?.aborted) {
+        this.counters.cancelled++;
+        return subscriber.error(Errors.waitCancelled(reqId));
+      }
+
+      this.counters.waits++;
+      this.pending++;
+      let slot = this.slots.get(reqId);
+      if (!slot) {
+        slot = { subject: new Subject<StoredMeta>(), waiters: 0 };
+        this.slots.set(reqId, slot);
+      }
+      slot.waiters++;
+      const ownSlot = slot;
+      let settled = false;
+
+      // Subscribe to the slot before reading the store: a publish that lands between the
+      // two is then seen by one of them, never by neither.
+      const existing = from(this.store.get(reqId)).pipe(filter((r) => r !== undefined));
+      const inner = merge(ownSlot.subject, existing)
+        .pipe(take(1), timeout({ first: timeoutMs }))
+        .subscribe({
+          next: (record) => {
+            settled = true;
+            this.counters.resolved++;
+            if (isErrorMeta(record.metadata)) {
+              subscriber.error(Errors.publishedError(record.metadata.error, reqId));
+            } else {
+              subscriber.next(record);
+              subscriber.complete();
+            }
+          },
+          error: (err: unknown) => {
+            settled = true;
+            if (err instanceof TimeoutError) this.counters.timeouts++;
+            else this.counters.rejected++;
+            subscriber.error(err);
+          },
+        });
+
+      const onAbort = () => {
+        if (settled) return;
+        settled = true;
+        this.counters.cancelled++;
+        subscriber.error(Errors.waitCancelled(reqId));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+
+      return () => {
+        inner.unsubscribe();
+        signal?.removeEventListener('abort', onAbort);
+        if (!settled) this.counters.cancelled++;
+        this.pending--;
+        if (--ownSlot.waiters === 0 && this.slots.get(reqId) === ownSlot) this.slots.delete(reqId);
+      };
+    });
+  }
+
+  wait(reqId: string, options?: WaitOptions): Promise<StoredMeta> {
+    return firstValueFrom(this.wait$(reqId, options));
+  }
+
+  async has(reqId: string): Promise<boolean> {
+    return (await this.store.get(reqId)) !== undefined;
+  }
+
+  get(reqId: string): Promise<StoredMeta | undefined> {
+    return this.store.get(reqId);
+  }
+
+  /** Drops the entry; waiters stay parked (a later publish for the same id still wakes them). */
+  async discard(reqId: string): Promise<boolean> {
+    const removed = await this.store.delete(reqId);
+    if (removed) this.counters.discards++;
+    return removed;
+  }
+
+  /** Drops entries older than EPD_SEND_TIMEOUT_MS. Runs on a timer; callable from tests. */
+  async sweep(): Promise<number> {
+    if (this.sweeping) return 0;
+    this.sweeping = true;
+    try {
+      const expired = await this.store.expire(
+        this.clock.now() - this.config.timeouts.sendTimeoutMs,
+      );
+      this.counters.expired += expired.length;
+      if (expired.length > 0)
+        this.logger.debug({ count: expired.length }, 'expired metadata entries');
+      return expired.length;
+    } catch (err) {
+      this.logger.error({ err }, 'metadata TTL sweep failed; retrying on the next tick');
+      return 0;
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  async stats(): Promise<RegistryStats> {
+    const store = await this.store.stats();
+    return {
+      entries: store.entries,
+      waiters: this.pending,
+      waitedReqIds: this.slots.size,
+      oldestAgeMs:
+        store.oldestPublishedAt === undefined ? null : this.clock.now() - store.oldestPublishedAt,
+      maxEntries: this.config.registry.maxEntries,
+      maxWaiters: this.config.registry.maxWaiters,
+      counters: { ...this.counters },
+    };
+  }
+
+  /** Ends every pending wait with 503 "encoder shutting down" and refuses new ones. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.sweepTimer);
+    const failing = [...this.slots.values()];
+    for (const slot of failing) slot.subject.error(Errors.shuttingDown());
+    if (failing.length > 0)
+      this.logger.log({ slots: failing.length }, 'failed pending metadata waits: shutting down');
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+}

@@ -1,0 +1,49 @@
+import { z } from 'zod';
+
+export const reqIdSchema = z
+  .string({ error: 'missing or invalid req_id' })
+  .min(1, 'missing or invalid req_id')
+  .max(512, 'req_id is longer than 512 characters');
+
+const count = z.number().int().nonnegative();
+
+export const embeddingMetaSchema = z.object({
+  embedding_size: count,
+  embedding_len: count,
+  embedding_dim: z.number().int().positive(),
+});
+export const errorMetaSchema = z.object({ error: z.string().min(1) });
+export const metaPayloadSchema = z.union([embeddingMetaSchema, errorMetaSchema], {
+  error: 'metadata must be {embedding_size, embedding_len, embedding_dim} or {error}',
+});
+
+const partIdx = z.number().int().nonnegative().optional();
+const timeoutMs = z.number().int().positive().optional();
+
+export const publishMetadataSchema = z.object({
+  req_id: reqIdSchema,
+  part_idx: partIdx,
+  metadata: metaPayloadSchema,
+});
+export const waitMetadataSchema = z.object({
+  req_id: reqIdSchema,
+  part_idx: partIdx,
+  timeout_ms: timeoutMs,
+});
+export const reqIdOnlySchema = z.object({ req_id: reqIdSchema });
+
+/** Admin publish: the path carries req_id, the body the metadata. */
+export const adminPublishSchema = z.object({ part_idx: partIdx, metadata: metaPayloadSchema });
+
+export type EmbeddingMeta = z.infer<typeof embeddingMetaSchema>;
+export type MetaPayload = z.infer<typeof metaPayloadSchema>;
+export type PublishMetadataRequest = z.infer<typeof publishMetadataSchema>;
+export type WaitMetadataRequest = z.infer<typeof waitMetadataSchema>;
+export type ReqIdRequest = z.infer<typeof reqIdOnlySchema>;
+
+export function isErrorMeta(m: MetaPayload): m is z.infer<typeof errorMetaSchema> {
+  return 'error' in m;
+}
+
+/** The `wait_metadata` reply: the metadata plus the ids it answers for. */
+export type WaitMetadataResponse = EmbeddingMeta & { req_id: string; part_idx: number };

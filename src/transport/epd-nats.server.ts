@@ -1,0 +1,49 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ServerNats } from '@nestjs/microservices';
+import type { AppConfig } from '../config/app-config';
+import { JsonInteropDeserializer } from './json-interop.deserializer';
+import type { NatsConnectionService } from './nats-connection.service';
+import { rankSubjectFor, subjectFor } from './subjects';
+
+/**
+ * Nest's NATS server on the process's shared connection. Handlers are registered by
+ * dp_type (`@MessagePattern('wait_metadata')`); this server subscribes each one to
+ * `<prefix>.v1.<dp_type>` in the queue group and to this worker's
+ * `<prefix>.v1.rank.<N>.<dp_type>`, so the prefix stays configuration, not code.
+ */
+export class EpdNatsServer extends ServerNats {
+  private readonly nats: NatsConnectionService;
+  private readonly config: AppConfig;
+
+  constructor(nats: NatsConnectionService, config: AppConfig) {
+    super({
+      queue: config.nats.queueGroup,
+      deserializer: new JsonInteropDeserializer(config.nats.maxRequestBytes),
+    });
+    this.nats = nats;
+    this.config = config;
+  }
+
+  override createNatsClient(): Promise<NatsConnection> {
+    return this.nats.connection();
+  }
+
+  override bindEvents(client: NatsConnection): void {
+    const { subjectPrefix, queueGroup } = this.config.nats;
+    const rank = this.config.encoder.dpRank;
+    for (const dpType of this.messageHandlers.keys()) {
+      const callback = this.getMessageHandler(dpType).bind(this);
+      client.subscribe(subjectFor(subjectPrefix, dpType), { queue: queueGroup, callback });
+      client.subscribe(rankSubjectFor(subjectPrefix, rank, dpType), { callback });
+    }
+  }
+
+  /** NatsConnectionService already watches and logs the connection's status. */
+  override async handleStatusUpdates(): Promise<void> {}
+
+  /**
+   * Subscriptions live as long as the shared connection, whose drain at shutdown lets
+   * in-flight handlers answer before it closes; unsubscribing here would drop them.
+   */
+  override async close(): Promise<void> {}
+}

@@ -1,0 +1,30 @@
+import { readFileSync } from 'node:fs';
+import { credsAuthenticator, type ConnectionOptions } from '@nats-io/transport-node';
+import type { AppConfig } from '../config/app-config';
+
+/** Connection options from config: auth, TLS, and reconnect forever. */
+export function natsConnectionOptions(
+  config: AppConfig,
+  name: string,
+  reconnectDelay: () => number,
+): ConnectionOptions {
+  const { nats } = config;
+  const opts: ConnectionOptions = {
+    servers: nats.url,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectDelayHandler: reconnectDelay,
+    // A dead server is noticed at the next failed write or within 2 pings (4 s) when idle.
+    pingInterval: 2000,
+    maxPingOut: 2,
+    timeout: 2000,
+  };
+  if (nats.user !== undefined) opts.user = nats.user;
+  if (nats.pass !== undefined) opts.pass = nats.pass;
+  if (nats.token !== undefined) opts.token = nats.token;
+  if (nats.creds !== undefined) {
+    opts.authenticator = credsAuthenticator(new Uint8Array(readFileSync(nats.creds)));
+  }
+  if (nats.tlsCa !== undefined) opts.tls = { caFile: nats.tlsCa };
+  return opts;
+}

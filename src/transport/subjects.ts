@@ -1,0 +1,24 @@
+/** Every dp_type the service answers on NATS (DESIGN.md §4). */
+export const DpType = {
+  Encode: 'encode',
+  PublishMetadata: 'publish_metadata',
+  WaitMetadata: 'wait_metadata',
+  HasMetadata: 'has_metadata',
+  RegisterDestinations: 'register_destinations',
+  Send: 'send',
+  Release: 'release',
+  HealthEncode: 'health_encode',
+  StartProfile: 'start_profile',
+  StopProfile: 'stop_profile',
+} as const;
+export type DpType = (typeof DpType)[keyof typeof DpType];
+
+/** `<prefix>.v1.<dp_type>`: served by a queue group shared by every replica. */
+export function subjectFor(prefix: string, dpType: string): string {
+  return `${prefix}.v1.${dpType}`;
+}
+
+/** `<prefix>.v1.rank.<N>.<dp_type>`: addressed to one DP worker. */
+export function rankSubjectFor(prefix: string, rank: number, dpType: string): string {
+  return `${prefix}.v1.rank.${rank}.${dpType}`;
+}
