@@ -11,7 +11,12 @@ const common = {
 
 module.exports = {
   projects: [
-    { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
+    {
+      ...common,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/src/**/*.spec.ts'],
+      setupFiles: ['<rootDir>/test/support/unit-setup.ts'],
+    },
     {
       ...common,
       displayName: 'e2e',

@@ -10,7 +10,10 @@ import { EpdNatsServer } from './transport/epd-nats.server';
  * production does: pino logger, the NATS microservice on the shared connection (with the
  * app's global filter), OpenAPI at /docs, and shutdown hooks.
  */
-export function configureApp(app: INestApplication): void {
+export function configureApp(
+  app: INestApplication,
+  options: { shutdownHooks?: boolean } = {},
+): void {
   app.useLogger(app.get(Logger));
   app.connectMicroservice<CustomStrategy>(
     { strategy: app.get(EpdNatsServer) },
@@ -27,7 +30,7 @@ export function configureApp(app: INestApplication): void {
       .build(),
   );
   SwaggerModule.setup('docs', app, document);
-  app.enableShutdownHooks();
+  if (options.shutdownHooks !== false) app.enableShutdownHooks();
 }
 
 /**

@@ -77,6 +77,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_REGISTRY_STORE: ['registry', 'store'],
   EPD_REGISTRY_MAX_ENTRIES: ['registry', 'maxEntries'],
   EPD_REGISTRY_MAX_WAITERS: ['registry', 'maxWaiters'],
+  EPD_REGISTRY_SWEEP_INTERVAL_MS: ['registry', 'sweepIntervalMs'],
   EPD_MAX_BATCH_SIZE: ['encoder', 'maxBatchSize'],
   EPD_MAX_PENDING: ['encoder', 'maxPending'],
   EPD_STAGING_MAX_BYTES: ['encoder', 'stagingMaxBytes'],

@@ -1,0 +1,66 @@
+# Shared helpers for start.sh, test.sh and bench.sh. Source it; do not run it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '[epd] %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    log "need root (or sudo) to run: $*"; return 1; fi
+}
+
+# nats-server from Debian (2.9.x, has JetStream). Installed only when missing.
+ensure_nats_server() {
+  if command -v nats-server >/dev/null 2>&1; then return 0; fi
+  log "installing nats-server (Debian package)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq nats-server >/dev/null
+  command -v nats-server >/dev/null || { log "nats-server did not install"; return 1; }
+}
+
+# npm ci when node_modules is missing or older than the lockfile.
+ensure_node_modules() {
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    log "installing npm dependencies (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error
+  fi
+}
+
+ensure_build() {
+  log "building"
+  npx --no-install nest build -p tsconfig.build.json
+}
+
+free_port() {
+  node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+# Starts nats-server with JetStream on a free loopback port and a temp store dir.
+# Sets NATS_PID, NATS_DIR and EPD_NATS_URL. Stop it with stop_nats (by PID).
+start_nats() {
+  local port
+  port="$(free_port)"
+  NATS_DIR="$(mktemp -d -t epd-nats.XXXXXX)"
+  nats-server -a 127.0.0.1 -p "$port" -js -sd "$NATS_DIR/js" >"$NATS_DIR/nats.log" 2>&1 &
+  NATS_PID=$!
+  for _ in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      export EPD_NATS_URL="nats://127.0.0.1:$port"
+      log "nats-server pid $NATS_PID on $EPD_NATS_URL (store $NATS_DIR/js)"
+      return 0
+    fi
+    kill -0 "$NATS_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "nats-server did not start:"; cat "$NATS_DIR/nats.log" >&2; return 1
+}
+
+stop_nats() {
+  if [ -n "${NATS_PID:-}" ] && kill -0 "$NATS_PID" 2>/dev/null; then
+    kill "$NATS_PID" 2>/dev/null || true
+    wait "$NATS_PID" 2>/dev/null || true
+  fi
+  [ -n "${NATS_DIR:-}" ] && rm -rf "$NATS_DIR"
+  NATS_PID=""
+}

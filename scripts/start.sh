@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the service in the foreground on its
+# embedded defaults. Starts a local nats-server (JetStream, temp store, free port) unless
+# EPD_NATS_URL is set. Ctrl-C stops both.
+source "$(dirname "$0")/lib.sh"
+
+ensure_node_modules
+ensure_build
+
+APP_PID=""
+cleanup() {
+  if [ -n "$APP_PID" ] && kill -0 "$APP_PID" 2>/dev/null; then kill -TERM "$APP_PID" 2>/dev/null || true; wait "$APP_PID" 2>/dev/null || true; fi
+  stop_nats
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ -z "${EPD_NATS_URL:-}" ]; then
+  ensure_nats_server
+  start_nats
+fi
+
+log "service: http://${EPD_HTTP_HOST:-127.0.0.1}:${EPD_HTTP_PORT:-30000} (docs at /docs, health at /health, metrics at /metrics)"
+log "NATS:    $EPD_NATS_URL, subjects ${EPD_SUBJECT_PREFIX:-epd}.v1.<dp_type>"
+node dist/main.js &
+APP_PID=$!
+wait "$APP_PID"

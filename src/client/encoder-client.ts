@@ -1,0 +1,228 @@
+import {
+  connect,
+  errors as natsErrors,
+  type NatsConnection,
+  type ConnectionOptions,
+} from '@nats-io/transport-node';
+import { Errors } from '../common/errors/error-catalogue';
+import { MMError, isErrorBody } from '../common/errors/mm-error';
+import type {
+  EmbeddingMeta,
+  MetaPayload,
+  WaitMetadataResponse,
+} from '../meta-registry/meta.schema';
+import { DpType, subjectFor } from '../transport/subjects';
+
+export interface RetryPolicy {
+  /** Attempts of wait_metadata in all (only 504s are retried). Default 3. */
+  attempts: number;
+  /** Backoff before the 2nd attempt; doubles each time. Default 100 ms. */
+  baseDelayMs: number;
+  /** Backoff cap. Default 2000 ms. */
+  maxDelayMs: number;
+  /** Fraction of each backoff that is randomised (0..1). Default 0.5. */
+  jitter: number;
+  /** Pause before the first attempt when has_metadata says "not yet". Default 50 ms. */
+  landingDelayMs: number;
+}
+
+export interface EncoderClientOptions {
+  /** An existing connection (not closed by the client), or servers to connect to. */
+  connection?: NatsConnection;
+  servers?: string | string[];
+  connectOptions?: Partial<ConnectionOptions>;
+  subjectPrefix?: string;
+  /** Deadline of calls other than waits. Default 10 s. */
+  requestTimeoutMs?: number;
+  /** Extra time a wait's NATS request gets beyond its server-side deadline. Default 1 s. */
+  replySlackMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Injectable for tests; defaults to Math.random. */
+  random?: () => number;
+}
+
+export interface WaitMetadataOptions {
+  /** Server-side deadline of each attempt. Default: the server's EPD_REQ_TIMEOUT_MS. */
+  timeoutMs?: number;
+  partIdx?: number;
+  /** Overrides the client's retry policy for this call; `0` or `1` disables retries. */
+  retries?: number;
+  signal?: AbortSignal;
+  /** Called before each attempt (1-based); for logs and metrics. */
+  onAttempt?: (attempt: number) => void;
+}
+
+const DEFAULT_RETRY: RetryPolicy = {
+  attempts: 3,
+  baseDelayMs: 100,
+  maxDelayMs: 2000,
+  jitter: 0.5,
+  landingDelayMs: 50,
+};
+
+interface Reply<T> {
+  id?: string;
+  response?: T;
+  err?: unknown;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(Errors.waitCancelled());
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(Errors.waitCancelled());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Client of the encoder's NATS API, usable without Nest. Every call has a deadline;
+ * every failure is an MMError whose `code` is the HTTP status the server would use.
+ */
+export class EncoderClient {
+  private readonly prefix: string;
+  private readonly requestTimeoutMs: number;
+  private readonly replySlackMs: number;
+  private readonly retry: RetryPolicy;
+  private readonly random: () => number;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly ownsConnection: boolean,
+    options: EncoderClientOptions,
+  ) {
+    this.prefix = options.subjectPrefix ?? 'epd';
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.replySlackMs = options.replySlackMs ?? 1_000;
+    this.retry = { ...DEFAULT_RETRY, ...options.retry };
+    this.random = options.random ?? Math.random;
+  }
+
+  static async connect(options: EncoderClientOptions = {}): Promise<EncoderClient> {
+    if (options.connection) return new EncoderClient(options.connection, false, options);
+    const nc = await connect({
+      servers: options.servers ?? 'nats://127.0.0.1:4222',
+      ...options.connectOptions,
+    });
+    return new EncoderClient(nc, true, options);
+  }
+
+  async publishMetadata(
+    reqId: string,
+    metadata: MetaPayload,
+    options: { partIdx?: number } = {},
+  ): Promise<void> {
+    await this.call(DpType.PublishMetadata, {
+      req_id: reqId,
+      part_idx: options.partIdx,
+      metadata,
+    });
+  }
+
+  async hasMetadata(reqId: string): Promise<boolean> {
+    const reply = await this.call<{ present: boolean }>(DpType.HasMetadata, { req_id: reqId });
+    return reply.present;
+  }
+
+  async release(reqId: string): Promise<void> {
+    await this.call(DpType.Release, { req_id: reqId });
+  }
+
+  /**
+   * Waits for the metadata of `reqId`, with the retry that troubleshooting guides give for
+   * "encode metadata not ready": if has_metadata says it is not there yet, pause briefly
+   * so an in-flight publish can land; then up to `attempts` waits, retrying only on 504,
+   * with exponential backoff and jitter. Any other error is thrown at once.
+   */
+  async waitMetadata(
+    reqId: string,
+    options: WaitMetadataOptions = {},
+  ): Promise<WaitMetadataResponse> {
+    const attempts = Math.max(1, options.retries ?? this.retry.attempts);
+    if (!(await this.hasMetadata(reqId))) await sleep(this.retry.landingDelayMs, options.signal);
+    for (let attempt = 1; ; attempt++) {
+      options.onAttempt?.(attempt);
+      try {
+        return await this.call<WaitMetadataResponse>(
+          DpType.WaitMetadata,
+          { req_id: reqId, part_idx: options.partIdx, timeout_ms: options.timeoutMs },
+          (options.timeoutMs ?? this.requestTimeoutMs) + this.replySlackMs,
+        );
+      } catch (err) {
+        if (!(err instanceof MMError) || err.code !== 504 || attempt >= attempts) throw err;
+        await sleep(this.backoffMs(attempt), options.signal);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsConnection && !this.nc.isClosed()) await this.nc.drain();
+  }
+
+  get connection(): NatsConnection {
+    return this.nc;
+  }
+
+  private backoffMs(attempt: number): number {
+    const { baseDelayMs, maxDelayMs, jitter } = this.retry;
+    const base = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
+    return Math.round(base * (1 - jitter) + base * jitter * this.random());
+  }
+
+  private async call<T>(
+    dpType: string,
+    data: object,
+    timeoutMs = this.requestTimeoutMs,
+  ): Promise<T> {
+    const subject = subjectFor(this.prefix, dpType);
+    const reqId = (data as { req_id?: string }).req_id;
+    let raw;
+    try {
+      raw = await this.nc.request(subject, JSON.stringify(data), { timeout: timeoutMs });
+    } catch (err) {
+      throw this.transportError(err, dpType, subject, reqId);
+    }
+    const reply = raw.json<Reply<T>>();
+    if (reply.err !== undefined && reply.err !== null) {
+      if (isErrorBody(reply.err)) throw new MMError(reply.err.message, reply.err.code, reqId);
+      throw new MMError(
+        `unexpected error reply from ${subject}: ${JSON.stringify(reply.err)}`,
+        502,
+        reqId,
+      );
+    }
+    return reply.response as T;
+  }
+
+  private transportError(err: unknown, dpType: string, subject: string, reqId?: string): MMError {
+    const noResponders =
+      err instanceof natsErrors.NoRespondersError ||
+      (err instanceof natsErrors.RequestError && err.isNoResponders());
+    if (noResponders) {
+      return new MMError(`no encoder is serving ${subject}`, 503, reqId);
+    }
+    if (err instanceof natsErrors.TimeoutError) {
+      return dpType === DpType.WaitMetadata
+        ? Errors.metadataNotReady(reqId)
+        : Errors.deadlineExceeded(dpType, reqId);
+    }
+    if (err instanceof natsErrors.InvalidArgumentError && /max_payload/.test(err.message)) {
+      return new MMError(`${dpType} request exceeds the NATS server's max_payload`, 413, reqId);
+    }
+    if (
+      err instanceof natsErrors.ClosedConnectionError ||
+      err instanceof natsErrors.DrainingConnectionError
+    ) {
+      return new MMError('NATS connection is closed', 503, reqId);
+    }
+    return new MMError(`${dpType} failed: ${(err as Error).message}`, 502, reqId);
+  }
+}
+
+export type { EmbeddingMeta, MetaPayload, WaitMetadataResponse };

@@ -1,0 +1,11 @@
+export { EncoderClient } from './encoder-client';
+export type {
+  EncoderClientOptions,
+  RetryPolicy,
+  WaitMetadataOptions,
+  EmbeddingMeta,
+  MetaPayload,
+  WaitMetadataResponse,
+} from './encoder-client';
+export { MMError, BadRequestError, InternalError, type ErrorBody } from '../common/errors/mm-error';
+export { DpType, subjectFor, rankSubjectFor } from '../transport/subjects';

@@ -1,0 +1,83 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, loadConfig } from './config.loader';
+
+describe('loadConfig', () => {
+  it('embeds the DESIGN.md §3 defaults', () => {
+    const { config } = loadConfig({});
+    expect(config.nats.url).toEqual(['nats://127.0.0.1:4222']);
+    expect(config.nats.subjectPrefix).toBe('epd');
+    expect(config.http).toEqual({ host: '127.0.0.1', port: 30000 });
+    expect(config.timeouts).toEqual({ reqTimeoutMs: 180000, sendTimeoutMs: 180000 });
+    expect(config.encoder).toMatchObject({
+      maxBatchSize: 8,
+      maxPending: 64,
+      stagingMaxBytes: 1073741824,
+      dpSize: 1,
+    });
+    expect(config.registry.store).toBe('memory');
+    expect(config.media).toEqual({ allowedDomains: [], maxBytes: 20971520 });
+    expect(config.admin.token).toBeUndefined();
+  });
+
+  it('lets EPD_* variables override, splitting comma lists', () => {
+    const { config } = loadConfig({
+      EPD_NATS_URL: 'nats://127.0.0.1:1, nats://127.0.0.1:2',
+      EPD_HTTP_PORT: '8080',
+      EPD_ADMIN_TOKEN: 's3cret',
+      EPD_ALLOWED_MEDIA_DOMAINS: 'example.com,cdn.example.com',
+    });
+    expect(config.nats.url).toEqual(['nats://127.0.0.1:1', 'nats://127.0.0.1:2']);
+    expect(config.http.port).toBe(8080);
+    expect(config.admin.token).toBe('s3cret');
+    expect(config.media.allowedDomains).toEqual(['example.com', 'cdn.example.com']);
+  });
+
+  it('stops with a message that names the key, the variable and the reason', () => {
+    expect(() => loadConfig({ EPD_HTTP_PORT: 'eighty' })).toThrow(ConfigError);
+    expect(() => loadConfig({ EPD_HTTP_PORT: 'eighty' })).toThrow(
+      /http\.port \(EPD_HTTP_PORT\): .*number/,
+    );
+    expect(() => loadConfig({ EPD_REGISTRY_STORE: 'redis' })).toThrow(
+      /registry\.store \(EPD_REGISTRY_STORE\)/,
+    );
+    expect(() => loadConfig({ EPD_NATS_URL: 'http://x' })).toThrow(/nats\.url.*nats:\/\/ URL/);
+    expect(() => loadConfig({ EPD_REQ_TIMEOUT_MS: '-5' })).toThrow(/timeouts\.reqTimeoutMs/);
+    expect(() => loadConfig({ EPD_SUBJECT_PREFIX: 'a.b' })).toThrow(/nats\.subjectPrefix/);
+  });
+
+  it('layers default.yaml < <NODE_ENV>.yaml < EPD_CONFIG < env', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'epd-config-'));
+    const extra = join(dir, 'extra.yaml');
+    writeFileSync(extra, 'http:\n  port: 4000\nlog:\n  level: debug\n');
+    const { config, files } = loadConfig({
+      NODE_ENV: 'test',
+      EPD_CONFIG: extra,
+      EPD_LOG_LEVEL: 'error',
+    });
+    expect(files.map((f) => f.split('/').pop())).toEqual([
+      'default.yaml',
+      'test.yaml',
+      'extra.yaml',
+    ]);
+    expect(config.http.port).toBe(4000);
+    expect(config.log.level).toBe('error');
+    expect(config.registry.sweepIntervalMs).toBe(100); // from test.yaml
+  });
+
+  it('names a bad YAML file and a missing EPD_CONFIG', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'epd-config-'));
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'http: [unclosed');
+    expect(() => loadConfig({ EPD_CONFIG: bad })).toThrow(/cannot read config file .*bad\.yaml/);
+    expect(() => loadConfig({ EPD_CONFIG: join(dir, 'missing.yaml') })).toThrow(
+      /EPD_CONFIG: no such file/,
+    );
+  });
+
+  it('reports unknown EPD_* variables instead of ignoring typos silently', () => {
+    const { unknownEnv } = loadConfig({ EPD_NATS_UR: 'x', EPD_CONFIG: undefined });
+    expect(unknownEnv).toEqual(['EPD_NATS_UR']);
+  });
+});

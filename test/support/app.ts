@@ -1,0 +1,61 @@
+import type { INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { AppModule } from '../../src/app.module';
+import { configureApp, startApp } from '../../src/bootstrap';
+import { AppConfig } from '../../src/config/app-config';
+import { loadConfig } from '../../src/config/config.loader';
+import { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
+
+export interface TestApp {
+  app: INestApplication;
+  config: AppConfig;
+  httpUrl: string;
+  registry: MetaRegistry;
+  close(): Promise<void>;
+}
+
+export function sharedNatsUrl(): string {
+  const url = process.env.EPD_TEST_NATS_URL;
+  if (!url)
+    throw new Error('EPD_TEST_NATS_URL is not set: run e2e tests through jest (globalSetup)');
+  return url;
+}
+
+/** A unique subject prefix per app, so tests sharing one nats-server never cross-talk. */
+let prefixSeq = 0;
+export function uniquePrefix(): string {
+  return `t${process.pid}x${++prefixSeq}x${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/**
+ * Starts the real app (same wiring as main.ts) on an ephemeral HTTP port. `env` is layered
+ * over config/test.yaml exactly as EPD_* variables are in production.
+ */
+export async function startTestApp(
+  env: Record<string, string> = {},
+  options: { waitForNats?: boolean } = {},
+): Promise<TestApp> {
+  const { config } = loadConfig({
+    NODE_ENV: 'test',
+    EPD_HTTP_PORT: '0',
+    EPD_NATS_URL: env.EPD_NATS_URL ?? sharedNatsUrl(),
+    EPD_SUBJECT_PREFIX: uniquePrefix(),
+    ...env,
+  });
+  const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
+    .overrideProvider(AppConfig)
+    .useValue(config)
+    .compile();
+  const app = moduleRef.createNestApplication({ bufferLogs: true });
+  configureApp(app, { shutdownHooks: false });
+  const { httpUrl, natsReady } = await startApp(app);
+  if (options.waitForNats !== false) await natsReady;
+  else natsReady.catch(() => undefined);
+  return {
+    app,
+    config,
+    httpUrl,
+    registry: app.get(MetaRegistry),
+    close: () => app.close(),
+  };
+}

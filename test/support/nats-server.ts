@@ -1,0 +1,106 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = createConnection({ host: '127.0.0.1', port });
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
+}
+
+export interface NatsServerOptions {
+  port?: number;
+  /** Raises max_payload (and max_pending with it, as the server requires). */
+  maxPayload?: number;
+}
+
+/**
+ * A real nats-server (Debian package) on 127.0.0.1 with JetStream and its own store dir,
+ * started and stopped by PID. `restart()` brings it back on the same port.
+ */
+export class NatsServer {
+  private proc?: ChildProcess;
+  private readonly dir = mkdtempSync(join(tmpdir(), 'epd-test-nats-'));
+  private stderr = '';
+
+  private constructor(
+    readonly port: number,
+    private readonly options: NatsServerOptions,
+  ) {}
+
+  static async start(options: NatsServerOptions = {}): Promise<NatsServer> {
+    const server = new NatsServer(options.port ?? (await freePort()), options);
+    await server.launch();
+    return server;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.proc?.pid;
+  }
+
+  private async launch(): Promise<void> {
+    const args = ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', join(this.dir, 'js')];
+    if (this.options.maxPayload) {
+      const conf = join(this.dir, 'nats.conf');
+      const pending = Math.max(64 * 1024 * 1024, this.options.maxPayload * 4);
+      writeFileSync(conf, `max_payload: ${this.options.maxPayload}\nmax_pending: ${pending}\n`);
+      args.push('-c', conf);
+    }
+    this.stderr = '';
+    const proc = spawn('nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    proc.stderr?.on('data', (b: Buffer) => {
+      this.stderr = (this.stderr + b.toString()).slice(-4000);
+    });
+    this.proc = proc;
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      if (proc.exitCode !== null) break;
+      if (await canConnect(this.port)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    proc.kill('SIGKILL');
+    throw new Error(`nats-server did not start on ${this.port}: ${this.stderr}`);
+  }
+
+  async stop(): Promise<void> {
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.launch();
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
