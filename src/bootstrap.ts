@@ -1,3 +1,5 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { INestApplication } from '@nestjs/common';
 import type { CustomStrategy } from '@nestjs/microservices';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -42,7 +44,7 @@ export async function startApp(
 ): Promise<{ httpUrl: string; natsReady: Promise<void> }> {
   const config = app.get(AppConfig);
   await app.listen(config.http.port, config.http.host);
-  const address = app.getHttpServer().address() as { port: number };
+  const address = (app.getHttpServer() as Server).address() as AddressInfo;
   const natsReady = app.startAllMicroservices().then(() => undefined);
   return { httpUrl: `http://${config.http.host}:${address.port}`, natsReady };
 }

@@ -1,3 +1,4 @@
+import type { MsgHdrs } from '@nats-io/transport-node';
 import type { NatsContext } from '@nestjs/microservices';
 
 /**
@@ -12,7 +13,8 @@ export function callTimeoutMs(
   now: number = Date.now(),
 ): number {
   let ms = requested ?? cap;
-  const header = ctx?.getHeaders()?.get('Deadline');
+  const hdrs = ctx?.getHeaders() as MsgHdrs | undefined;
+  const header = hdrs?.get('Deadline');
   if (header) {
     const deadline = Number(header);
     if (Number.isFinite(deadline)) ms = Math.min(ms, deadline - now);

@@ -1,9 +1,11 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
 import type { AppConfig } from '../config/app-config';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { rankSubjectFor, subjectFor } from './subjects';
+
+type NatsCallback = (err: Error | null, msg: Msg) => void;
 
 /**
  * Nest's NATS server on the process's shared connection. Handlers are registered by
@@ -32,7 +34,8 @@ export class EpdNatsServer extends ServerNats {
     const { subjectPrefix, queueGroup } = this.config.nats;
     const rank = this.config.encoder.dpRank;
     for (const dpType of this.messageHandlers.keys()) {
-      const callback = this.getMessageHandler(dpType).bind(this);
+      // Nest types the handler as Function; nats.js calls it as (error, msg).
+      const callback = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
       client.subscribe(subjectFor(subjectPrefix, dpType), { queue: queueGroup, callback });
       client.subscribe(rankSubjectFor(subjectPrefix, rank, dpType), { callback });
     }

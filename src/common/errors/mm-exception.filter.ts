@@ -77,7 +77,7 @@ export class MMExceptionFilter implements ExceptionFilter {
       const response = exception.getResponse();
       const message =
         typeof response === 'object' && response !== null && 'message' in response
-          ? String((response as { message: unknown }).message)
+          ? String(response.message)
           : exception.message;
       return new MMError(message, exception.getStatus(), reqId);
     }

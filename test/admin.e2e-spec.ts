@@ -1,0 +1,163 @@
+import request from 'supertest';
+import { startTestApp, type TestApp } from './support/app';
+
+const META = { embedding_size: 8192, embedding_len: 2, embedding_dim: 1024 };
+
+describe('admin REST, docs and metrics (e2e)', () => {
+  describe('with EPD_ADMIN_TOKEN set', () => {
+    let t: TestApp;
+    const auth = { Authorization: 'Bearer correct-horse' };
+    beforeAll(async () => {
+      t = await startTestApp({ EPD_ADMIN_TOKEN: 'correct-horse' });
+    });
+    afterAll(() => t.close());
+
+    it('answers 401 without a token, with a wrong token, and with a wrong scheme', async () => {
+      for (const headers of [
+        {},
+        { Authorization: 'Bearer wrong' },
+        { Authorization: 'Basic correct-horse' },
+      ]) {
+        const res = await request(t.httpUrl).get('/admin/registry').set(headers);
+        expect(res.status).toBe(401);
+        expect(res.headers['www-authenticate']).toBe('Bearer');
+        expect(res.body).toMatchObject({ status: 'error', code: 401 });
+      }
+    });
+
+    it('publishes, reads and deletes entries for operators', async () => {
+      const pub = await request(t.httpUrl)
+        .post('/admin/registry/op-1')
+        .set(auth)
+        .send({ part_idx: 3, metadata: META });
+      expect(pub.status).toBe(200);
+      expect(pub.body).toEqual({ req_id: 'op-1', published: true });
+
+      const got = await request(t.httpUrl).get('/admin/registry/op-1').set(auth);
+      expect(got.status).toBe(200);
+      expect(got.body).toMatchObject({ req_id: 'op-1', part_idx: 3, metadata: META });
+      expect(got.body.age_ms).toBeGreaterThanOrEqual(0);
+
+      const stats = await request(t.httpUrl).get('/admin/registry').set(auth);
+      expect(stats.body).toMatchObject({ entries: 1, waiters: 0, counters: { publishes: 1 } });
+      expect(stats.body.oldestAgeMs).toBeGreaterThanOrEqual(0);
+
+      expect((await request(t.httpUrl).delete('/admin/registry/op-1').set(auth)).status).toBe(200);
+      const again = await request(t.httpUrl).delete('/admin/registry/op-1').set(auth);
+      expect(again.status).toBe(404);
+      expect(again.body).toEqual({
+        status: 'error',
+        code: 404,
+        message: 'Unknown req_id: op-1',
+        req_id: 'op-1',
+      });
+      expect((await request(t.httpUrl).get('/admin/registry/op-1').set(auth)).status).toBe(404);
+    });
+
+    it('rejects a bad publish body with a 400 that names the field', async () => {
+      const res = await request(t.httpUrl)
+        .post('/admin/registry/op-2')
+        .set(auth)
+        .send({ metadata: { embedding_dim: 0 } });
+      expect(res.status).toBe(400);
+      expect(res.body.message).toMatch(/^invalid publish body: metadata/);
+    });
+
+    it('wakes an HTTP waiter on /scheduler_receive_meta_data when an operator publishes', async () => {
+      const waiting = request(t.httpUrl)
+        .post('/scheduler_receive_meta_data')
+        .send({ req_id: 'op-3', part_idx: 0 });
+      const pending = waiting.then((r) => r);
+      await new Promise((r) => setTimeout(r, 100));
+      await request(t.httpUrl).post('/admin/registry/op-3').set(auth).send({ metadata: META });
+      const res = await pending;
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ ...META, req_id: 'op-3', part_idx: 0 });
+    });
+
+    it('frees the wait of an HTTP client that disconnects', async () => {
+      const req = request(t.httpUrl)
+        .post('/scheduler_receive_meta_data')
+        .timeout(200)
+        .send({ req_id: 'gone' });
+      await expect(req).rejects.toThrow();
+      const deadline = Date.now() + 2000;
+      while ((await t.registry.stats()).waiters > 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10));
+      const s = await t.registry.stats();
+      expect(s.waiters).toBe(0);
+      expect(s.counters.cancelled).toBeGreaterThanOrEqual(1);
+    });
+
+    it('keeps health and docs public', async () => {
+      expect((await request(t.httpUrl).get('/health/live')).status).toBe(200);
+      expect((await request(t.httpUrl).get('/docs-json')).status).toBe(200);
+    });
+  });
+
+  describe('without a token', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await startTestApp();
+    });
+    afterAll(() => t.close());
+
+    it('serves admin routes openly', async () => {
+      expect((await request(t.httpUrl).get('/admin/registry')).status).toBe(200);
+    });
+
+    it('answers 504 on /scheduler_receive_meta_data with the SGLang error body', async () => {
+      const res = await request(t.httpUrl)
+        .post('/scheduler_receive_meta_data')
+        .send({ req_id: 'nope', timeout_ms: 100 });
+      expect(res.status).toBe(504);
+      expect(res.body).toEqual({
+        status: 'error',
+        code: 504,
+        message: 'encode metadata not ready',
+        req_id: 'nope',
+      });
+    });
+
+    it('documents the routes in OpenAPI, with schemas from zod', async () => {
+      const res = await request(t.httpUrl).get('/docs-json');
+      const doc = res.body as {
+        paths: Record<
+          string,
+          Record<
+            string,
+            { requestBody?: { content: Record<string, { schema: { properties?: object } }> } }
+          >
+        >;
+      };
+      expect(Object.keys(doc.paths)).toEqual(
+        expect.arrayContaining([
+          '/admin/registry',
+          '/admin/registry/{req_id}',
+          '/scheduler_receive_meta_data',
+          '/health',
+        ]),
+      );
+      const body =
+        doc.paths['/scheduler_receive_meta_data']!.post!.requestBody!.content['application/json']!
+          .schema;
+      expect(body.properties).toHaveProperty('req_id');
+      expect(body.properties).toHaveProperty('timeout_ms');
+    });
+
+    it('exposes registry metrics in Prometheus format', async () => {
+      await request(t.httpUrl).post('/admin/registry/m1').send({ metadata: META });
+      const res = await request(t.httpUrl).get('/metrics');
+      expect(res.status).toBe(200);
+      expect(res.text).toMatch(/^epd_registry_entries 1$/m);
+      expect(res.text).toMatch(/^epd_registry_publishes_total 1$/m);
+      expect(res.text).toMatch(/^epd_registry_waiters 0$/m);
+    });
+
+    it('answers unknown routes with a 404 error body', async () => {
+      const res = await request(t.httpUrl).get('/nope');
+      expect(res.status).toBe(404);
+      expect(res.body).toMatchObject({ status: 'error', code: 404 });
+    });
+  });
+});
