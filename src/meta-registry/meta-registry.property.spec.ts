@@ -161,6 +161,15 @@ describe('MetaRegistry property', () => {
         });
         const stats = await registry.stats();
         expect(stats).toMatchObject({ waiters: 0, waitedReqIds: 0, entries: 0 });
+        const count = (kind: Outcome['kind']) =>
+          model.waiters.filter((w) => w.expected?.kind === kind).length;
+        expect(stats.counters).toMatchObject({
+          waits: model.waiters.length,
+          timeouts: count('timeout'),
+          cancelled: count('cancelled'),
+          resolved: count('value') + count('error'),
+          failed: 0,
+        });
         registry.close();
       }),
       { numRuns: RUNS },

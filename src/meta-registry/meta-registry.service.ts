@@ -1,15 +1,5 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import {
-  Observable,
-  Subject,
-  TimeoutError,
-  filter,
-  firstValueFrom,
-  from,
-  merge,
-  take,
-  timeout,
-} from 'rxjs';
+import { Observable, Subject, TimeoutError, firstValueFrom, throwError, timeout } from 'rxjs';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
@@ -26,11 +16,17 @@ export interface WaitOptions {
 export interface RegistryCounters {
   publishes: number;
   errorPublishes: number;
+  /** Waits admitted (refused ones count in `rejected`). */
   waits: number;
+  /** Waits answered by published metadata or a published error. */
   resolved: number;
   timeouts: number;
+  /** Waits ended by their caller (abort or unsubscribe); derived, see stats(). */
   cancelled: number;
+  /** Waits refused at admission: waiter bound reached or shutting down. */
   rejected: number;
+  /** Waits failed by shutdown or a store error. */
+  failed: number;
   discards: number;
   expired: number;
 }
@@ -67,14 +63,14 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
   private closed = false;
   private sweepTimer?: NodeJS.Timeout;
   private sweeping = false;
-  private readonly counters: RegistryCounters = {
+  private readonly counters: Omit<RegistryCounters, 'cancelled'> = {
     publishes: 0,
     errorPublishes: 0,
     waits: 0,
     resolved: 0,
     timeouts: 0,
-    cancelled: 0,
     rejected: 0,
+    failed: 0,
     discards: 0,
     expired: 0,
   };
@@ -100,7 +96,18 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     await this.store.put(record);
     this.counters.publishes++;
     if (isErrorMeta(metadata)) this.counters.errorPublishes++;
-    this.slots.get(reqId)?.subject.next(record);
+    const slot = this.slots.get(reqId);
+    if (!slot) return;
+    // Every current waiter is answered by this publish, so the slot ends here; a later
+    // waiter starts a new one (and finds this record in the store).
+    this.slots.delete(reqId);
+    this.counters.resolved += slot.waiters;
+    if (isErrorMeta(metadata)) {
+      slot.subject.error(Errors.publishedError(metadata.error, reqId));
+    } else {
+      slot.subject.next(record);
+      slot.subject.complete();
+    }
   }
 
   /**
@@ -108,20 +115,20 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
    * Errors: MMError 500 with the published text for an `{error}` entry, RxJS
    * TimeoutError at the deadline (the filter answers 504 "encode metadata not ready"),
    * 499 on abort, 503 when the registry is shutting down or at its waiter bound.
+   *
+   * Memory matters here (one of these per pending receiver), so the waiter's subscriber
+   * is put straight into the slot's Subject and `timeout()` is the only operator.
    */
   wait$(reqId: string, options: WaitOptions = {}): Observable<StoredMeta> {
     const timeoutMs = options.timeoutMs ?? this.config.timeouts.reqTimeoutMs;
+    const { signal } = options;
     return new Observable<StoredMeta>((subscriber) => {
       if (this.closed) return subscriber.error(Errors.shuttingDown(reqId));
       if (this.pending >= this.config.registry.maxWaiters) {
         this.counters.rejected++;
         return subscriber.error(Errors.tooManyWaiters(this.config.registry.maxWaiters, reqId));
       }
-      const { signal } = options;
-      if (signal?.aborted) {
-        this.counters.cancelled++;
-        return subscriber.error(Errors.waitCancelled(reqId));
-      }
+      if (signal?.aborted) return subscriber.error(Errors.waitCancelled(reqId));
 
       this.counters.waits++;
       this.pending++;
@@ -132,49 +139,42 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
       }
       slot.waiters++;
       const ownSlot = slot;
-      let settled = false;
+      ownSlot.subject.subscribe(subscriber);
 
-      // Subscribe to the slot before reading the store: a publish that lands between the
+      // Read the store only after joining the slot: a publish that lands between the
       // two is then seen by one of them, never by neither.
-      const existing = from(this.store.get(reqId)).pipe(filter((r) => r !== undefined));
-      const inner = merge(ownSlot.subject, existing)
-        .pipe(take(1), timeout({ first: timeoutMs }))
-        .subscribe({
-          next: (record) => {
-            settled = true;
-            this.counters.resolved++;
-            if (isErrorMeta(record.metadata)) {
-              subscriber.error(Errors.publishedError(record.metadata.error, reqId));
-            } else {
-              subscriber.next(record);
-              subscriber.complete();
-            }
-          },
-          error: (err: unknown) => {
-            settled = true;
-            if (err instanceof TimeoutError) this.counters.timeouts++;
-            else this.counters.rejected++;
-            subscriber.error(err);
-          },
-        });
+      this.store.get(reqId).then(
+        (record) => {
+          if (!record || subscriber.closed) return;
+          this.counters.resolved++;
+          if (isErrorMeta(record.metadata)) {
+            subscriber.error(Errors.publishedError(record.metadata.error, reqId));
+          } else {
+            subscriber.next(record);
+            subscriber.complete();
+          }
+        },
+        (err: unknown) => {
+          this.counters.failed++;
+          subscriber.error(err);
+        },
+      );
 
-      const onAbort = () => {
-        if (settled) return;
-        settled = true;
-        this.counters.cancelled++;
-        subscriber.error(Errors.waitCancelled(reqId));
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
+      const onAbort = signal && (() => subscriber.error(Errors.waitCancelled(reqId)));
+      if (onAbort) signal.addEventListener('abort', onAbort, { once: true });
 
       return () => {
-        inner.unsubscribe();
-        signal?.removeEventListener('abort', onAbort);
-        if (!settled) this.counters.cancelled++;
+        if (onAbort) signal.removeEventListener('abort', onAbort);
         this.pending--;
         if (--ownSlot.waiters === 0 && this.slots.get(reqId) === ownSlot) this.slots.delete(reqId);
       };
-    });
+    }).pipe(timeout({ first: timeoutMs, with: this.onTimeout }));
   }
+
+  private readonly onTimeout = () => {
+    this.counters.timeouts++;
+    return throwError(() => new TimeoutError());
+  };
 
   wait(reqId: string, options?: WaitOptions): Promise<StoredMeta> {
     return firstValueFrom(this.wait$(reqId, options));
@@ -225,7 +225,17 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
         store.oldestPublishedAt === undefined ? null : this.clock.now() - store.oldestPublishedAt,
       maxEntries: this.config.registry.maxEntries,
       maxWaiters: this.config.registry.maxWaiters,
-      counters: { ...this.counters },
+      counters: {
+        ...this.counters,
+        // Every admitted wait ends in exactly one way; what is neither pending nor
+        // answered, timed out or failed was cancelled by its caller.
+        cancelled:
+          this.counters.waits -
+          this.pending -
+          this.counters.resolved -
+          this.counters.timeouts -
+          this.counters.failed,
+      },
     };
   }
 
@@ -235,7 +245,11 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     this.closed = true;
     clearInterval(this.sweepTimer);
     const failing = [...this.slots.values()];
-    for (const slot of failing) slot.subject.error(Errors.shuttingDown());
+    this.slots.clear();
+    for (const slot of failing) {
+      this.counters.failed += slot.waiters;
+      slot.subject.error(Errors.shuttingDown());
+    }
     if (failing.length > 0)
       this.logger.log({ slots: failing.length }, 'failed pending metadata waits: shutting down');
   }

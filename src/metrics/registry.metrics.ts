@@ -13,7 +13,8 @@ const COUNTERS: Record<keyof RegistryCounters, string> = {
   resolved: 'waits answered with published metadata or error',
   timeouts: 'waits that reached their deadline (504)',
   cancelled: 'waits cancelled by the caller',
-  rejected: 'waits refused (bound reached or shutting down)',
+  rejected: 'waits refused at admission (bound reached or shutting down)',
+  failed: 'waits failed by shutdown or a store error',
   discards: 'entries discarded by release or admin',
   expired: 'entries dropped by the TTL sweep',
 };

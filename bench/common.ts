@@ -1,0 +1,71 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+
+export const QUICK = process.argv.includes('--quick') || process.env.EPD_BENCH_QUICK === '1';
+export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[idx]!;
+}
+
+export function summarize(samplesMs: number[]): {
+  n: number;
+  p50: number;
+  p99: number;
+  mean: number;
+} {
+  const s = [...samplesMs].sort((a, b) => a - b);
+  const mean = s.reduce((a, b) => a + b, 0) / Math.max(1, s.length);
+  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), mean };
+}
+
+export const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+export interface BenchReport {
+  name: string;
+  quick: boolean;
+  machine: { cpus: number; model: string; memGiB: number; node: string };
+  baseline: string;
+  results: Record<string, unknown>;
+  targets: { metric: string; target: string; value: number; pass: boolean }[];
+  table: string[][];
+  notes?: string[];
+}
+
+export function machine(): BenchReport['machine'] {
+  return {
+    cpus: cpus().length,
+    model: cpus()[0]?.model ?? 'unknown',
+    memGiB: round(totalmem() / 2 ** 30, 1),
+    node: process.version,
+  };
+}
+
+/** Writes bench/results/<name>.json and <name>.md (a markdown table plus targets). */
+export function writeReport(report: BenchReport): void {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  writeFileSync(join(RESULTS_DIR, `${report.name}.json`), `${JSON.stringify(report, null, 2)}\n`);
+  const [head, ...rows] = report.table;
+  const md = [
+    `# ${report.name}${report.quick ? ' (quick)' : ''}`,
+    '',
+    `Machine: ${report.machine.cpus} × ${report.machine.model}, ${report.machine.memGiB} GiB, Node ${report.machine.node}. Baseline: ${report.baseline}.`,
+    '',
+    `| ${head!.join(' | ')} |`,
+    `| ${head!.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+    '',
+    '| target | wanted | measured | pass |',
+    '| --- | --- | --- | --- |',
+    ...report.targets.map(
+      (t) => `| ${t.metric} | ${t.target} | ${t.value} | ${t.pass ? 'yes' : 'NO'} |`,
+    ),
+    ...(report.notes?.length ? ['', ...report.notes.map((n) => `- ${n}`)] : []),
+    '',
+  ].join('\n');
+  writeFileSync(join(RESULTS_DIR, `${report.name}.md`), md);
+  process.stdout.write(`${md}\n`);
+}
