@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 
-export const QUICK = process.argv.includes('--quick') || process.env.EPD_BENCH_QUICK === '1';
+export const QUICK = process.argv.includes('--quick');
 export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');
 
 export function percentile(sorted: number[], p: number): number {

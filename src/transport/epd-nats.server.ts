@@ -41,6 +41,15 @@ export class EpdNatsServer extends ServerNats {
     }
   }
 
+  /**
+   * Our patterns are plain dp_type strings, so the handler is a Map lookup. Nest's default
+   * first tries JSON.parse on the pattern and catches the throw, on every message: ~9% of
+   * the service's CPU in the wait_metadata benchmark (bench/results/wait-metadata-nats.md).
+   */
+  override getHandlerByPattern(pattern: string): ReturnType<ServerNats['getHandlerByPattern']> {
+    return this.messageHandlers.get(pattern) ?? null;
+  }
+
   /** NatsConnectionService already watches and logs the connection's status. */
   override async handleStatusUpdates(): Promise<void> {}
 
