@@ -17,7 +17,7 @@ describe('loadConfig', () => {
       dpSize: 1,
     });
     expect(config.registry.store).toBe('memory');
-    expect(config.media).toEqual({ allowedDomains: [], maxBytes: 20971520 });
+    expect(config.media).toMatchObject({ allowedDomains: [], maxBytes: 20971520, root: '', allowPrivateNetworks: false });
     expect(config.admin.token).toBeUndefined();
   });
 

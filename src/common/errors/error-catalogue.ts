@@ -25,19 +25,16 @@ export const Errors = {
     new BadRequestError(`invalid ${what}: ${details}`, reqId),
   unauthorized: () => new MMError('missing or invalid admin bearer token', 401),
 
-  // encode validation (DESIGN.md §5)
-  notADict: (type: string) => new BadRequestError(`request is not a dict: ${type}`),
-  missingReqId: () => new BadRequestError('missing or invalid req_id'),
-  missingModality: (reqId?: string) => new BadRequestError('missing or invalid modality', reqId),
-  unsupportedModality: (m: string, reqId?: string) =>
-    new BadRequestError(`unsupported modality: ${m}`, reqId),
-  emptyItems: (reqId?: string) => new BadRequestError('missing or empty mm_items', reqId),
-  badNumParts: (reqId?: string) =>
-    new BadRequestError('num_parts must be a positive integer', reqId),
-  badPartIdx: (numParts: number, reqId?: string) =>
-    new BadRequestError(`part_idx must be in [0, ${numParts})`, reqId),
-  badHashes: (type: string, reqId?: string) =>
-    new BadRequestError(`hashes must be list/scalar, got ${type}`, reqId),
+  // encode validation (DESIGN.md §5): the messages themselves live in encode-request.schema.ts
+  invalidEncode: (message: string, reqId?: string) => new BadRequestError(message, reqId),
+
+  // media (DESIGN.md §5, SGLang's preprocessor messages)
+  loadFailed: (data: string, reason: string, reqId?: string) =>
+    new BadRequestError(`Error while loading data ${truncateForMessage(data)}: ${reason}`, reqId),
+  hashMismatch: (expected: string, got: string, reqId?: string) =>
+    new BadRequestError(`Encoder media content hash mismatch: expected ${expected}, got ${got}`, reqId),
+  processFailed: (reason: string, reqId?: string) =>
+    new BadRequestError(`Failed to process mm items: ${reason}`, reqId),
 
   // encoder and lifecycle (DESIGN.md §6, §8)
   tokenMismatch: (n: number, m: number, reqId?: string) =>
@@ -50,7 +47,31 @@ export const Errors = {
     new InternalError(`no staged embedding for /send req_id=${reqId} (already released)`, reqId),
   duplicateActive: (reqId: string) =>
     new MMError(`encode already active for req_id=${reqId}`, 409, reqId),
+  releasedBeforeEncode: (reqId: string) =>
+    new MMError(`Encoder request was released: ${reqId}`, 409, reqId),
+  releasedDuringEncode: (reqId: string) =>
+    new InternalError(`Encoder request was released: ${reqId}`, reqId),
+  atCapacity: (pending: number, max: number, reqId?: string) =>
+    new MMError(
+      `encoder is at capacity: ${pending} requests pending (EPD_MAX_PENDING=${max}); retry later`,
+      503,
+      reqId,
+    ),
+  stagingFull: (need: number, free: number, max: number, reqId?: string) =>
+    new MMError(
+      `staging budget exhausted: need ${need} bytes, ${free} of ${max} free (EPD_STAGING_MAX_BYTES); retry later`,
+      507,
+      reqId,
+    ),
+  encoderNotReady: (reason: string) => new MMError(`encoder not ready: ${reason}`, 503),
+  profilingRunning: () => new BadRequestError('profiling already running'),
+  profilingNotRunning: () => new BadRequestError('profiling not running'),
 } as const;
+
+/** Media strings can be 20 MB of base64: keep messages and logs short. */
+export function truncateForMessage(data: string, max = 100): string {
+  return data.length <= max ? data : `${data.slice(0, max)}… (${data.length} chars)`;
+}
 
 /**
  * What a deadline means depends on what was being waited for. Keys are dp_types (NATS)

@@ -1,0 +1,160 @@
+import { onnx } from 'onnx-proto';
+
+/** Qwen2-VL packed-patch geometry (DESIGN.md §6). */
+export const PATCH_SIZE = 14;
+export const TEMPORAL_PATCH = 2;
+export const MERGE = 2;
+export const CHANNELS = 3;
+export const PATCH_DIM = CHANNELS * TEMPORAL_PATCH * PATCH_SIZE * PATCH_SIZE; // 1176
+/** Audio: 40 ms frames of 16 kHz mono. */
+export const AUDIO_SAMPLE_RATE = 16_000;
+export const AUDIO_FRAME = 640;
+
+export const REFERENCE_SEED = 20240611;
+const HIDDEN = 128;
+
+/** mulberry32: a tiny, well-known deterministic PRNG, so the weights are byte-identical everywhere. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function weights(rand: () => number, rows: number, cols: number): Float32Array {
+  const scale = 1 / Math.sqrt(rows);
+  const out = new Float32Array(rows * cols);
+  for (let i = 0; i < out.length; i++) out[i] = (rand() * 2 - 1) * scale;
+  return out;
+}
+
+function floatTensor(name: string, dims: number[], data: Float32Array): onnx.ITensorProto {
+  return {
+    name,
+    dims,
+    dataType: onnx.TensorProto.DataType.FLOAT,
+    rawData: new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+  };
+}
+
+function int64Tensor(name: string, values: number[]): onnx.ITensorProto {
+  const data = new BigInt64Array(values.map((v) => BigInt(v)));
+  return {
+    name,
+    dims: [values.length],
+    dataType: onnx.TensorProto.DataType.INT64,
+    rawData: new Uint8Array(data.buffer),
+  };
+}
+
+function valueInfo(
+  name: string,
+  elemType: number,
+  dims: (number | string)[],
+): onnx.IValueInfoProto {
+  return {
+    name,
+    type: {
+      tensorType: {
+        elemType,
+        shape: {
+          dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })),
+        },
+      },
+    },
+  };
+}
+
+const node = (opType: string, inputs: string[], outputs: string[]): onnx.INodeProto => ({
+  opType,
+  input: inputs,
+  output: outputs,
+  name: outputs[0],
+});
+
+function model(graph: onnx.IGraphProto, kind: string, dim: number): Uint8Array {
+  return onnx.ModelProto.encode({
+    irVersion: 8,
+    producerName: 'epd-encoder',
+    producerVersion: '1',
+    opsetImport: [{ domain: '', version: 17 }],
+    metadataProps: [
+      { key: 'epd.kind', value: kind },
+      { key: 'epd.embedding_dim', value: String(dim) },
+      { key: 'epd.seed', value: String(REFERENCE_SEED) },
+    ],
+    graph,
+  }).finish();
+}
+
+/**
+ * Vision tower with Qwen2-VL's slot: pixel_values [num_patches, 1176] (+ grid_thw
+ * [num_images, 3]) → embeddings [num_patches / 4, dim]. Patch projection, 2×2 merge
+ * (consecutive groups of 4 patches, which the preprocessor emits in merge order), then an
+ * MLP to `dim`.
+ */
+export function buildVisionModel(dim = 1024, seed = REFERENCE_SEED): Uint8Array {
+  const rand = prng(seed);
+  const merged = HIDDEN * MERGE * MERGE;
+  const F = onnx.TensorProto.DataType.FLOAT;
+  return model(
+    {
+      name: 'epd-reference-vision',
+      input: [
+        valueInfo('pixel_values', F, ['num_patches', PATCH_DIM]),
+        valueInfo('grid_thw', onnx.TensorProto.DataType.INT64, ['num_images', 3]),
+      ],
+      output: [valueInfo('embeddings', F, ['num_tokens', dim])],
+      initializer: [
+        floatTensor('patch_w', [PATCH_DIM, HIDDEN], weights(rand, PATCH_DIM, HIDDEN)),
+        floatTensor('patch_b', [HIDDEN], weights(rand, HIDDEN, 1)),
+        int64Tensor('merge_shape', [-1, merged]),
+        floatTensor('mlp1_w', [merged, dim], weights(rand, merged, dim)),
+        floatTensor('mlp1_b', [dim], weights(rand, dim, 1)),
+        floatTensor('mlp2_w', [dim, dim], weights(rand, dim, dim)),
+        floatTensor('mlp2_b', [dim], weights(rand, dim, 1)),
+      ],
+      node: [
+        node('MatMul', ['pixel_values', 'patch_w'], ['patch_mm']),
+        node('Add', ['patch_mm', 'patch_b'], ['patch_pre']),
+        node('Tanh', ['patch_pre'], ['patch']),
+        node('Reshape', ['patch', 'merge_shape'], ['merged']),
+        node('MatMul', ['merged', 'mlp1_w'], ['mlp1_mm']),
+        node('Add', ['mlp1_mm', 'mlp1_b'], ['mlp1_pre']),
+        node('Relu', ['mlp1_pre'], ['mlp1']),
+        node('MatMul', ['mlp1', 'mlp2_w'], ['mlp2_mm']),
+        node('Add', ['mlp2_mm', 'mlp2_b'], ['embeddings']),
+      ],
+    },
+    'vision',
+    dim,
+  );
+}
+
+/** Audio encoder: input_features [frames, 640] → embeddings [frames, dim], one token per frame. */
+export function buildAudioModel(dim = 1024, seed = REFERENCE_SEED + 1): Uint8Array {
+  const rand = prng(seed);
+  const F = onnx.TensorProto.DataType.FLOAT;
+  return model(
+    {
+      name: 'epd-reference-audio',
+      input: [valueInfo('input_features', F, ['frames', AUDIO_FRAME])],
+      output: [valueInfo('embeddings', F, ['frames', dim])],
+      initializer: [
+        floatTensor('frame_w', [AUDIO_FRAME, dim], weights(rand, AUDIO_FRAME, dim)),
+        floatTensor('frame_b', [dim], weights(rand, dim, 1)),
+      ],
+      node: [
+        node('MatMul', ['input_features', 'frame_w'], ['frame_mm']),
+        node('Add', ['frame_mm', 'frame_b'], ['frame_pre']),
+        node('Tanh', ['frame_pre'], ['embeddings']),
+      ],
+    },
+    'audio',
+    dim,
+  );
+}

@@ -1,0 +1,120 @@
+import { z } from 'zod';
+import { Errors } from '../common/errors/error-catalogue';
+
+export const MODALITIES = ['image', 'video', 'audio'] as const;
+export type Modality = (typeof MODALITIES)[number];
+
+/** Python's type names, so messages read as SGLang's do (`request is not a dict: list`). */
+export function pyType(v: unknown): string {
+  if (v === null || v === undefined) return 'NoneType';
+  if (Array.isArray(v)) return 'list';
+  if (typeof v === 'string') return 'str';
+  if (typeof v === 'boolean') return 'bool';
+  if (typeof v === 'number') return Number.isInteger(v) ? 'int' : 'float';
+  return 'dict';
+}
+
+const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
+
+const mediaItem = z.union(
+  [
+    z.string().min(1),
+    z.looseObject({
+      url: z.string().min(1),
+      content_hash: z
+        .string()
+        .regex(/^(sha256:)?[0-9a-fA-F]{64}$/, 'content_hash must be a sha256 hex digest')
+        .optional(),
+    }),
+  ],
+  { error: 'each mm_items entry must be a non-empty string or an object with a url' },
+);
+
+/**
+ * The `/encode` body (DESIGN.md §5). Fields are checked in SGLang's order and the first
+ * failure is reported with SGLang's exact message; unknown fields are ignored.
+ */
+export const encodeRequestSchema = z
+  .looseObject(
+    {
+      req_id: z.string({ error: 'missing or invalid req_id' }).min(1, 'missing or invalid req_id'),
+      modality: z
+        .string({ error: 'missing or invalid modality' })
+        .transform((m, ctx) => {
+          const lower = m.toLowerCase();
+          if ((MODALITIES as readonly string[]).includes(lower)) return lower as Modality;
+          ctx.addIssue({ code: 'custom', message: `unsupported modality: ${m}` });
+          return z.NEVER;
+        }),
+      mm_items: z
+        .array(mediaItem, { error: 'missing or empty mm_items' })
+        .min(1, 'missing or empty mm_items'),
+      num_parts: z.unknown().refine((v) => isInt(v) && v > 0, 'num_parts must be a positive integer'),
+      part_idx: z.unknown(),
+      hashes: z
+        .unknown()
+        .refine(
+          (v) => v === undefined || v === null || Array.isArray(v) || ['string', 'number'].includes(typeof v),
+          { error: (iss) => `hashes must be list/scalar, got ${pyType(iss.input)}` },
+        )
+        .optional(),
+      prefill_host: z.string().min(1).nullish(),
+      embedding_port: z.union([z.number().int().min(1).max(65535), z.array(z.number().int())]).nullish(),
+      timeout_ms: z.number().int().positive().optional(),
+    },
+    { error: (iss) => `request is not a dict: ${pyType(iss.input)}` },
+  )
+  .superRefine((req, ctx) => {
+    const numParts = req.num_parts as number;
+    const p = req.part_idx;
+    if (!isInt(p) || p < 0 || p >= numParts) {
+      ctx.addIssue({ code: 'custom', path: ['part_idx'], message: `part_idx must be in [0, ${numParts})` });
+    }
+  });
+
+export type EncodeRequestInput = z.input<typeof encodeRequestSchema>;
+
+export interface MediaItem {
+  url: string;
+  content_hash?: string;
+}
+
+export interface EncodeRequest {
+  req_id: string;
+  modality: Modality;
+  mm_items: MediaItem[];
+  num_parts: number;
+  part_idx: number;
+  hashes?: unknown;
+  prefill_host?: string | null;
+  embedding_port?: number | number[] | null;
+  timeout_ms?: number;
+}
+
+/** Validates before anything is queued; throws a 400 with the first failure's message. */
+export function parseEncodeRequest(body: unknown): EncodeRequest {
+  const result = encodeRequestSchema.safeParse(body);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const reqId =
+      typeof body === 'object' && body !== null && typeof (body as { req_id?: unknown }).req_id === 'string'
+        ? (body as { req_id: string }).req_id || undefined
+        : undefined;
+    const message = issue.path[0] === 'mm_items' && issue.path.length > 1
+      ? `mm_items[${String(issue.path[1])}]: ${issue.message}`
+      : issue.message;
+    throw Errors.invalidEncode(message, reqId);
+  }
+  const r = result.data;
+  return {
+    req_id: r.req_id,
+    modality: r.modality,
+    mm_items: r.mm_items.map((i) => (typeof i === 'string' ? { url: i } : { url: i.url, content_hash: i.content_hash })),
+    num_parts: r.num_parts as number,
+    part_idx: r.part_idx as number,
+    hashes: r.hashes,
+    prefill_host: r.prefill_host,
+    embedding_port: r.embedding_port,
+    timeout_ms: r.timeout_ms,
+  };
+}

@@ -1,0 +1,130 @@
+import { AUDIO_FRAME, AUDIO_SAMPLE_RATE } from '../backend/reference-models';
+
+export class AudioDecodeError extends Error {}
+
+export interface DecodedAudio {
+  sampleRate: number;
+  channels: number;
+  /** Mono samples in [-1, 1]. */
+  samples: Float32Array;
+}
+
+/**
+ * Decodes a RIFF/WAVE file: PCM 8/16/24/32-bit or IEEE float 32/64, any channel count
+ * (downmixed to mono by averaging), WAVE_FORMAT_EXTENSIBLE included.
+ */
+export function decodeWav(buf: Uint8Array): DecodedAudio {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const tag = (o: number) => String.fromCharCode(buf[o]!, buf[o + 1]!, buf[o + 2]!, buf[o + 3]!);
+  if (buf.length < 12 || tag(0) !== 'RIFF' || tag(8) !== 'WAVE') {
+    throw new AudioDecodeError('not a RIFF/WAVE file');
+  }
+  let format = 0;
+  let channels = 0;
+  let sampleRate = 0;
+  let bits = 0;
+  let data: Uint8Array | undefined;
+  for (let o = 12; o + 8 <= buf.length; ) {
+    const id = tag(o);
+    const size = view.getUint32(o + 4, true);
+    const body = o + 8;
+    if (id === 'fmt ') {
+      if (size < 16) throw new AudioDecodeError('fmt chunk too short');
+      format = view.getUint16(body, true);
+      channels = view.getUint16(body + 2, true);
+      sampleRate = view.getUint32(body + 4, true);
+      bits = view.getUint16(body + 14, true);
+      if (format === 0xfffe && size >= 26) format = view.getUint16(body + 24, true);
+    } else if (id === 'data') {
+      data = buf.subarray(body, Math.min(buf.length, body + size));
+    }
+    o = body + size + (size % 2);
+  }
+  if (!format) throw new AudioDecodeError('missing fmt chunk');
+  if (!data) throw new AudioDecodeError('missing data chunk');
+  if (channels < 1) throw new AudioDecodeError('no channels');
+  if (sampleRate < 1) throw new AudioDecodeError('invalid sample rate');
+  const isFloat = format === 3;
+  if (format !== 1 && !isFloat) throw new AudioDecodeError(`unsupported WAV format ${format} (PCM or float only)`);
+  if (isFloat ? bits !== 32 && bits !== 64 : ![8, 16, 24, 32].includes(bits)) {
+    throw new AudioDecodeError(`unsupported ${isFloat ? 'float' : 'PCM'} bit depth ${bits}`);
+  }
+  const bytes = bits / 8;
+  const frameCount = Math.floor(data.length / (bytes * channels));
+  const dv = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const read = (o: number): number => {
+    if (isFloat) return bits === 32 ? dv.getFloat32(o, true) : dv.getFloat64(o, true);
+    switch (bits) {
+      case 8:
+        return (dv.getUint8(o) - 128) / 128;
+      case 16:
+        return dv.getInt16(o, true) / 32768;
+      case 24: {
+        const v = dv.getUint8(o) | (dv.getUint8(o + 1) << 8) | (dv.getInt8(o + 2) << 16);
+        return v / 8388608;
+      }
+      default:
+        return dv.getInt32(o, true) / 2147483648;
+    }
+  };
+  const samples = new Float32Array(frameCount);
+  for (let i = 0; i < frameCount; i++) {
+    let sum = 0;
+    for (let c = 0; c < channels; c++) sum += read((i * channels + c) * bytes);
+    samples[i] = sum / channels;
+  }
+  return { sampleRate, channels, samples };
+}
+
+/** Linear-interpolation resampling to `to` Hz (adequate for the reference encoder). */
+export function resample(samples: Float32Array, from: number, to: number): Float32Array {
+  if (from === to) return samples;
+  const n = Math.max(1, Math.round((samples.length * to) / from));
+  const out = new Float32Array(n);
+  const step = from / to;
+  for (let i = 0; i < n; i++) {
+    const pos = i * step;
+    const i0 = Math.floor(pos);
+    const i1 = Math.min(i0 + 1, samples.length - 1);
+    const frac = pos - i0;
+    out[i] = (samples[Math.min(i0, samples.length - 1)] ?? 0) * (1 - frac) + (samples[i1] ?? 0) * frac;
+  }
+  return out;
+}
+
+/** 16 kHz mono → input_features [frames, 640]: 40 ms frames, the last zero-padded. */
+export function audioFrames(samples16k: Float32Array): { data: Float32Array; frames: number } {
+  const frames = Math.max(1, Math.ceil(samples16k.length / AUDIO_FRAME));
+  const data = new Float32Array(frames * AUDIO_FRAME);
+  data.set(samples16k);
+  return { data, frames };
+}
+
+export function audioFeatures(wav: Uint8Array): { data: Float32Array; frames: number } {
+  const decoded = decodeWav(wav);
+  return audioFrames(resample(decoded.samples, decoded.sampleRate, AUDIO_SAMPLE_RATE));
+}
+
+/** A WAV file of mono samples (PCM16 or float32), for probes, tests and benchmarks. */
+export function encodeWav(samples: Float32Array, sampleRate: number, format: 'pcm16' | 'float32' = 'pcm16'): Buffer {
+  const bytes = format === 'pcm16' ? 2 : 4;
+  const buf = Buffer.alloc(44 + samples.length * bytes);
+  buf.write('RIFF', 0);
+  buf.writeUInt32LE(36 + samples.length * bytes, 4);
+  buf.write('WAVEfmt ', 8);
+  buf.writeUInt32LE(16, 16);
+  buf.writeUInt16LE(format === 'pcm16' ? 1 : 3, 20);
+  buf.writeUInt16LE(1, 22);
+  buf.writeUInt32LE(sampleRate, 24);
+  buf.writeUInt32LE(sampleRate * bytes, 28);
+  buf.writeUInt16LE(bytes, 32);
+  buf.writeUInt16LE(bytes * 8, 34);
+  buf.write('data', 36);
+  buf.writeUInt32LE(samples.length * bytes, 40);
+  for (let i = 0; i < samples.length; i++) {
+    const s = Math.max(-1, Math.min(1, samples[i]!));
+    if (format === 'pcm16') buf.writeInt16LE(Math.round(s * 32767), 44 + i * 2);
+    else buf.writeFloatLE(s, 44 + i * 4);
+  }
+  return buf;
+}

@@ -1,0 +1,166 @@
+import { PATCH_DIM } from '../backend/reference-models';
+import { audioFeatures, audioFrames, decodeWav, encodeWav, resample } from './audio';
+import { IMAGE_MEAN, IMAGE_STD, patchify } from './patchify';
+import { roundHalfEven, smartResize, tokensForGrid } from './smart-resize';
+
+const MIN = 56 * 56;
+const MAX_DEFAULT = 14 * 14 * 4 * 1280; // transformers' smart_resize default
+const MAX_QWEN2VL = 12845056; // Qwen2-VL-7B-Instruct preprocessor_config.json
+
+// Expected values computed with transformers' smart_resize (Python) for these inputs.
+describe('smartResize (Qwen2-VL values)', () => {
+  it.each([
+    // [height, width, max_pixels, expected [h, w]]
+    [768, 1024, MAX_QWEN2VL, [756, 1036]],
+    [768, 1024, MAX_DEFAULT, [756, 1036]],
+    [1080, 1920, MAX_DEFAULT, [728, 1316]],
+    [1080, 1920, MAX_QWEN2VL, [1092, 1932]],
+    [1, 1, MAX_DEFAULT, [56, 56]],
+    [32, 32, MAX_DEFAULT, [56, 56]],
+    [224, 224, MAX_DEFAULT, [224, 224]],
+    [70, 70, MAX_DEFAULT, [56, 56]], // round(2.5) == 2 in Python
+    [98, 98, MAX_DEFAULT, [112, 112]], // round(3.5) == 4
+    [28, 5000, MAX_DEFAULT, [28, 5012]],
+    [10, 1500, MAX_DEFAULT, [28, 700]],
+    [4000, 4000, MAX_DEFAULT, [980, 980]],
+    [3000, 40, MAX_DEFAULT, [2996, 28]],
+  ])('%ix%i (max %i) → %j', (h, w, max, expected) => {
+    expect(smartResize(h, w, MIN, max)).toEqual(expected);
+  });
+
+  it('keeps every side a multiple of 28 and total pixels within bounds', () => {
+    for (let i = 0; i < 500; i++) {
+      const h = 1 + Math.floor(Math.random() * 4000);
+      const w = Math.max(1, Math.min(4000, Math.floor(h * (0.05 + Math.random() * 20))));
+      const [rh, rw] = smartResize(h, w, MIN, MAX_DEFAULT);
+      expect(rh % 28).toBe(0);
+      expect(rw % 28).toBe(0);
+      expect(rh * rw).toBeLessThanOrEqual(MAX_DEFAULT);
+      expect(rh * rw).toBeGreaterThanOrEqual(Math.min(MIN, 28 * 28));
+    }
+  });
+
+  it('rejects aspect ratios over 200 like transformers', () => {
+    expect(() => smartResize(10, 2100, MIN, MAX_DEFAULT)).toThrow(/absolute aspect ratio must be smaller than 200, got 210/);
+  });
+
+  it('rounds half to even like Python', () => {
+    expect([0.5, 1.5, 2.5, 3.5, 2.4, 2.6, 27.43].map(roundHalfEven)).toEqual([0, 2, 2, 4, 2, 3, 27]);
+  });
+
+  it('counts one token per 2×2 merge', () => {
+    expect(tokensForGrid(1, 54, 74)).toBe(999);
+    expect(tokensForGrid(2, 4, 4)).toBe(8);
+  });
+});
+
+describe('patchify', () => {
+  /** A frame whose pixel value encodes its coordinates, to check where each lands. */
+  function frame(h: number, w: number, f = 0): Uint8Array {
+    const px = new Uint8Array(h * w * 3);
+    for (let y = 0; y < h; y++)
+      for (let x = 0; x < w; x++)
+        for (let c = 0; c < 3; c++) px[(y * w + x) * 3 + c] = (y * 7 + x * 3 + c * 50 + f * 100) % 256;
+    return px;
+  }
+  const raw = (v: number, c: number) => Math.round((v * IMAGE_STD[c]! + IMAGE_MEAN[c]!) * 255) + 0;
+
+  it('emits rows in 2×2-merge order with (c, t, 14, 14) layout, matching the transformers transpose', () => {
+    const h = 56;
+    const w = 84;
+    const px = frame(h, w);
+    const { data, grid } = patchify([px], h, w);
+    expect(grid).toEqual({ t: 1, h: 4, w: 6 });
+    expect(data.length).toBe(4 * 6 * PATCH_DIM);
+    // Reference: index math of reshape(gt,2,C,gh/2,2,14,gw/2,2,14).transpose(0,3,6,4,7,2,1,5,8)
+    const gh = 4;
+    const gw = 6;
+    let checked = 0;
+    for (let row = 0; row < gh * gw; row++) {
+      const mw = row % 2;
+      const mh = Math.floor(row / 2) % 2;
+      const wb = Math.floor(row / 4) % (gw / 2);
+      const hb = Math.floor(row / 4 / (gw / 2));
+      for (const [c, tp, y, x] of [[0, 0, 0, 0], [2, 1, 13, 13], [1, 0, 5, 9], [1, 1, 7, 2]] as const) {
+        const yy = (hb * 2 + mh) * 14 + y;
+        const xx = (wb * 2 + mw) * 14 + x;
+        const value = data[row * PATCH_DIM + ((c * 2 + tp) * 14 + y) * 14 + x]!;
+        expect(raw(value, c)).toBe(px[(yy * w + xx) * 3 + c]);
+        checked++;
+      }
+    }
+    expect(checked).toBe(gh * gw * 4);
+  });
+
+  it('repeats the last frame for an odd frame count, and packs two frames per temporal patch', () => {
+    const a = frame(28, 28, 0);
+    const b = frame(28, 28, 1);
+    const c = frame(28, 28, 2);
+    const { data, grid } = patchify([a, b, c], 28, 28);
+    expect(grid).toEqual({ t: 2, h: 2, w: 2 });
+    const at = (row: number, tp: number) => raw(data[row * PATCH_DIM + (0 * 2 + tp) * 196]!, 0);
+    expect([at(0, 0), at(0, 1), at(4, 0), at(4, 1)]).toEqual([a[0], b[0], c[0], c[0]]);
+  });
+});
+
+describe('audio', () => {
+  const tone = (hz: number, rate: number, seconds: number) =>
+    Float32Array.from({ length: Math.round(rate * seconds) }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));
+
+  it('decodes PCM16 and float32 WAV tones it wrote', () => {
+    const s = tone(440, 16000, 0.1);
+    for (const fmt of ['pcm16', 'float32'] as const) {
+      const d = decodeWav(encodeWav(s, 16000, fmt));
+      expect(d).toMatchObject({ sampleRate: 16000, channels: 1 });
+      expect(d.samples.length).toBe(1600);
+      const maxErr = Math.max(...Array.from(d.samples, (v, i) => Math.abs(v - s[i]!)));
+      expect(maxErr).toBeLessThan(fmt === 'pcm16' ? 1e-4 : 1e-7);
+    }
+  });
+
+  it('downmixes stereo and resamples 44.1 kHz to 16 kHz, keeping the pitch', () => {
+    const rate = 44100;
+    const mono = tone(1000, rate, 0.5);
+    const wav = Buffer.alloc(44 + mono.length * 4);
+    wav.write('RIFF', 0);
+    wav.writeUInt32LE(36 + mono.length * 4, 4);
+    wav.write('WAVEfmt ', 8);
+    wav.writeUInt32LE(16, 16);
+    wav.writeUInt16LE(1, 20);
+    wav.writeUInt16LE(2, 22);
+    wav.writeUInt32LE(rate, 24);
+    wav.writeUInt32LE(rate * 4, 28);
+    wav.writeUInt16LE(4, 32);
+    wav.writeUInt16LE(16, 34);
+    wav.write('data', 36);
+    wav.writeUInt32LE(mono.length * 4, 40);
+    mono.forEach((v, i) => {
+      wav.writeInt16LE(Math.round(v * 32767), 44 + i * 4);
+      wav.writeInt16LE(Math.round(v * 32767), 46 + i * 4);
+    });
+    const d = decodeWav(wav);
+    expect(d.channels).toBe(2);
+    const r = resample(d.samples, rate, 16000);
+    expect(r.length).toBe(8000);
+    // zero crossings of a 1 kHz tone over 0.5 s: ~1000
+    let crossings = 0;
+    for (let i = 1; i < r.length; i++) if (r[i - 1]! < 0 !== r[i]! < 0) crossings++;
+    expect(crossings).toBeGreaterThan(990);
+    expect(crossings).toBeLessThan(1010);
+  });
+
+  it('frames 16 kHz audio into 40 ms rows of 640, zero-padding the last', () => {
+    const { data, frames } = audioFrames(new Float32Array(1000).fill(0.25));
+    expect(frames).toBe(2);
+    expect(data.length).toBe(1280);
+    expect(data[999]).toBe(0.25);
+    expect(data[1000]).toBe(0);
+    expect(audioFeatures(encodeWav(new Float32Array(16000), 16000)).frames).toBe(25);
+  });
+
+  it('names what is wrong with a bad file', () => {
+    expect(() => decodeWav(Buffer.from('not a wav file at all'))).toThrow('not a RIFF/WAVE file');
+    const noData = encodeWav(new Float32Array(4), 16000).subarray(0, 36);
+    expect(() => decodeWav(noData)).toThrow('missing data chunk');
+  });
+});

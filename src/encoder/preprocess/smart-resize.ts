@@ -1,0 +1,53 @@
+import { MERGE, PATCH_SIZE } from '../backend/reference-models';
+
+export const RESIZE_FACTOR = PATCH_SIZE * MERGE; // 28
+export const MAX_ASPECT_RATIO = 200;
+
+/** Python's round(): half to even. Qwen2-VL's smart_resize relies on it (70/28 = 2.5 → 2). */
+export function roundHalfEven(x: number): number {
+  const floor = Math.floor(x);
+  const diff = x - floor;
+  if (diff > 0.5) return floor + 1;
+  if (diff < 0.5) return floor;
+  return floor % 2 === 0 ? floor : floor + 1;
+}
+
+export class SmartResizeError extends Error {}
+
+/**
+ * Qwen2-VL's smart_resize (transformers' image_processing_qwen2_vl): each side rounded to
+ * a multiple of 28, aspect ratio kept, total pixels clamped to [minPixels, maxPixels].
+ * Returns [height, width].
+ */
+export function smartResize(
+  height: number,
+  width: number,
+  minPixels: number,
+  maxPixels: number,
+  factor = RESIZE_FACTOR,
+): [number, number] {
+  if (height <= 0 || width <= 0) throw new SmartResizeError(`invalid image size ${width}x${height}`);
+  const ratio = Math.max(height, width) / Math.min(height, width);
+  if (ratio > MAX_ASPECT_RATIO) {
+    throw new SmartResizeError(
+      `absolute aspect ratio must be smaller than ${MAX_ASPECT_RATIO}, got ${ratio}`,
+    );
+  }
+  let h = roundHalfEven(height / factor) * factor;
+  let w = roundHalfEven(width / factor) * factor;
+  if (h * w > maxPixels) {
+    const beta = Math.sqrt((height * width) / maxPixels);
+    h = Math.max(factor, Math.floor(height / beta / factor) * factor);
+    w = Math.max(factor, Math.floor(width / beta / factor) * factor);
+  } else if (h * w < minPixels) {
+    const beta = Math.sqrt(minPixels / (height * width));
+    h = Math.ceil((height * beta) / factor) * factor;
+    w = Math.ceil((width * beta) / factor) * factor;
+  }
+  return [h, w];
+}
+
+/** Tokens the language model reserves for a grid: one per 2×2 merge of patches. */
+export function tokensForGrid(t: number, h: number, w: number): number {
+  return (t * h * w) / (MERGE * MERGE);
+}
