@@ -17,7 +17,12 @@ describe('loadConfig', () => {
       dpSize: 1,
     });
     expect(config.registry.store).toBe('memory');
-    expect(config.media).toMatchObject({ allowedDomains: [], maxBytes: 20971520, root: '', allowPrivateNetworks: false });
+    expect(config.media).toMatchObject({
+      allowedDomains: [],
+      maxBytes: 20971520,
+      root: '',
+      allowPrivateNetworks: false,
+    });
     expect(config.admin.token).toBeUndefined();
   });
 

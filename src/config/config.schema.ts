@@ -64,7 +64,10 @@ export const configSchema = z.object({
     root: z.string(),
     fetchTimeoutMs: positiveInt,
     maxRedirects: z.coerce.number().int().min(0).max(20),
-    allowPrivateNetworks: z.preprocess((v) => (typeof v === 'string' ? v === 'true' || v === '1' : v), z.boolean()),
+    allowPrivateNetworks: z.preprocess(
+      (v) => (typeof v === 'string' ? v === 'true' || v === '1' : v),
+      z.boolean(),
+    ),
   }),
   profile: z.object({ root: z.string() }),
   admin: z.object({ token: optionalString }),

@@ -1,7 +1,13 @@
 import { MMError } from '../common/errors/mm-error';
 import { parseEncodeRequest } from './encode-request.schema';
 
-const valid = { req_id: 'r1', modality: 'IMAGE', mm_items: ['data:image/png;base64,AAAA'], num_parts: 2, part_idx: 1 };
+const valid = {
+  req_id: 'r1',
+  modality: 'IMAGE',
+  mm_items: ['data:image/png;base64,AAAA'],
+  num_parts: 2,
+  part_idx: 1,
+};
 
 function message(body: unknown): string {
   try {
@@ -16,7 +22,11 @@ function message(body: unknown): string {
 
 describe('parseEncodeRequest (DESIGN.md §5 messages)', () => {
   it('accepts a valid request, lower-casing the modality and normalising items', () => {
-    const r = parseEncodeRequest({ ...valid, mm_items: ['a', { url: 'b', content_hash: 'ab'.repeat(32) }], extra: 1 });
+    const r = parseEncodeRequest({
+      ...valid,
+      mm_items: ['a', { url: 'b', content_hash: 'ab'.repeat(32) }],
+      extra: 1,
+    });
     expect(r).toMatchObject({ req_id: 'r1', modality: 'image', num_parts: 2, part_idx: 1 });
     expect(r.mm_items).toEqual([{ url: 'a' }, { url: 'b', content_hash: 'ab'.repeat(32) }]);
   });
@@ -52,9 +62,15 @@ describe('parseEncodeRequest (DESIGN.md §5 messages)', () => {
   });
 
   it('reports the first failure in SGLang’s order', () => {
-    expect(message({ modality: 'x', mm_items: [], num_parts: 0 })).toBe('missing or invalid req_id');
-    expect(message({ req_id: 'r', modality: 'x', mm_items: [], num_parts: 0 })).toBe('unsupported modality: x');
-    expect(message({ req_id: 'r', modality: 'audio', mm_items: [], num_parts: 0 })).toBe('missing or empty mm_items');
+    expect(message({ modality: 'x', mm_items: [], num_parts: 0 })).toBe(
+      'missing or invalid req_id',
+    );
+    expect(message({ req_id: 'r', modality: 'x', mm_items: [], num_parts: 0 })).toBe(
+      'unsupported modality: x',
+    );
+    expect(message({ req_id: 'r', modality: 'audio', mm_items: [], num_parts: 0 })).toBe(
+      'missing or empty mm_items',
+    );
   });
 
   it('accepts list and scalar hashes', () => {
@@ -71,9 +87,12 @@ describe('parseEncodeRequest (DESIGN.md §5 messages)', () => {
       err = e;
     }
     expect(err).toMatchObject({
-      message: 'mm_items[1]: each mm_items entry must be a non-empty string or an object with a url',
+      message:
+        'mm_items[1]: each mm_items entry must be a non-empty string or an object with a url',
       reqId: 'r1',
     });
-    expect(message({ ...valid, mm_items: [{ url: 'x', content_hash: 'nope' }] })).toMatch(/content_hash must be a sha256 hex digest/);
+    expect(message({ ...valid, mm_items: [{ url: 'x', content_hash: 'nope' }] })).toMatch(
+      /content_hash must be a sha256 hex digest/,
+    );
   });
 });

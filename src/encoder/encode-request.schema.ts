@@ -38,28 +38,34 @@ export const encodeRequestSchema = z
   .looseObject(
     {
       req_id: z.string({ error: 'missing or invalid req_id' }).min(1, 'missing or invalid req_id'),
-      modality: z
-        .string({ error: 'missing or invalid modality' })
-        .transform((m, ctx) => {
-          const lower = m.toLowerCase();
-          if ((MODALITIES as readonly string[]).includes(lower)) return lower as Modality;
-          ctx.addIssue({ code: 'custom', message: `unsupported modality: ${m}` });
-          return z.NEVER;
-        }),
+      modality: z.string({ error: 'missing or invalid modality' }).transform((m, ctx) => {
+        const lower = m.toLowerCase();
+        if ((MODALITIES as readonly string[]).includes(lower)) return lower as Modality;
+        ctx.addIssue({ code: 'custom', message: `unsupported modality: ${m}` });
+        return z.NEVER;
+      }),
       mm_items: z
         .array(mediaItem, { error: 'missing or empty mm_items' })
         .min(1, 'missing or empty mm_items'),
-      num_parts: z.unknown().refine((v) => isInt(v) && v > 0, 'num_parts must be a positive integer'),
+      num_parts: z
+        .unknown()
+        .refine((v) => isInt(v) && v > 0, 'num_parts must be a positive integer'),
       part_idx: z.unknown(),
       hashes: z
         .unknown()
         .refine(
-          (v) => v === undefined || v === null || Array.isArray(v) || ['string', 'number'].includes(typeof v),
+          (v) =>
+            v === undefined ||
+            v === null ||
+            Array.isArray(v) ||
+            ['string', 'number'].includes(typeof v),
           { error: (iss) => `hashes must be list/scalar, got ${pyType(iss.input)}` },
         )
         .optional(),
       prefill_host: z.string().min(1).nullish(),
-      embedding_port: z.union([z.number().int().min(1).max(65535), z.array(z.number().int())]).nullish(),
+      embedding_port: z
+        .union([z.number().int().min(1).max(65535), z.array(z.number().int())])
+        .nullish(),
       timeout_ms: z.number().int().positive().optional(),
     },
     { error: (iss) => `request is not a dict: ${pyType(iss.input)}` },
@@ -68,7 +74,11 @@ export const encodeRequestSchema = z
     const numParts = req.num_parts as number;
     const p = req.part_idx;
     if (!isInt(p) || p < 0 || p >= numParts) {
-      ctx.addIssue({ code: 'custom', path: ['part_idx'], message: `part_idx must be in [0, ${numParts})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['part_idx'],
+        message: `part_idx must be in [0, ${numParts})`,
+      });
     }
   });
 
@@ -97,19 +107,24 @@ export function parseEncodeRequest(body: unknown): EncodeRequest {
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const reqId =
-      typeof body === 'object' && body !== null && typeof (body as { req_id?: unknown }).req_id === 'string'
+      typeof body === 'object' &&
+      body !== null &&
+      typeof (body as { req_id?: unknown }).req_id === 'string'
         ? (body as { req_id: string }).req_id || undefined
         : undefined;
-    const message = issue.path[0] === 'mm_items' && issue.path.length > 1
-      ? `mm_items[${String(issue.path[1])}]: ${issue.message}`
-      : issue.message;
+    const message =
+      issue.path[0] === 'mm_items' && issue.path.length > 1
+        ? `mm_items[${String(issue.path[1])}]: ${issue.message}`
+        : issue.message;
     throw Errors.invalidEncode(message, reqId);
   }
   const r = result.data;
   return {
     req_id: r.req_id,
     modality: r.modality,
-    mm_items: r.mm_items.map((i) => (typeof i === 'string' ? { url: i } : { url: i.url, content_hash: i.content_hash })),
+    mm_items: r.mm_items.map((i) =>
+      typeof i === 'string' ? { url: i } : { url: i.url, content_hash: i.content_hash },
+    ),
     num_parts: r.num_parts as number,
     part_idx: r.part_idx as number,
     hashes: r.hashes,

@@ -1,7 +1,8 @@
-import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, Get, Header, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { Observable } from 'rxjs';
+import { Clock } from '../common/clock';
 import { openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import {
@@ -10,6 +11,12 @@ import {
   type WaitMetadataResponse,
 } from '../meta-registry/meta.schema';
 import { MetadataService } from '../meta-registry/metadata.service';
+import { EncodeRequestPipe } from './encode-request.pipe';
+import { encodeRequestSchema, type EncodeRequest } from './encode-request.schema';
+import { EncoderProbe, type ProbeResult } from './encoder-probe.service';
+import { EncoderService, type EncodeResponse } from './encoder.service';
+import { profileRequestSchema } from './profile.schema';
+import { ProfilerService, type ProfileRequest } from './profiler.service';
 
 /** Aborts when the HTTP client goes away before the answer, so its wait is freed at once. */
 function abortOnDisconnect(req: Request, res: Response): AbortSignal {
@@ -24,7 +31,21 @@ function abortOnDisconnect(req: Request, res: Response): AbortSignal {
 @ApiTags('encoder')
 @Controller()
 export class EncoderHttpController {
-  constructor(private readonly metadata: MetadataService) {}
+  constructor(
+    private readonly metadata: MetadataService,
+    private readonly encoder: EncoderService,
+    private readonly probe: EncoderProbe,
+    private readonly profiler: ProfilerService,
+    private readonly clock: Clock,
+  ) {}
+
+  @Post('encode')
+  @HttpCode(200)
+  @ApiBody({ schema: openApiSchema(encodeRequestSchema) })
+  encode(@Body(EncodeRequestPipe) req: EncodeRequest): Promise<EncodeResponse> {
+    const timeoutMs = Math.min(req.timeout_ms ?? Infinity, this.metadata.maxTimeoutMs);
+    return this.encoder.encode(req, this.clock.now() + timeoutMs);
+  }
 
   /** Blocks until the metadata of `req_id` is published; 504 "encode metadata not ready". */
   @Post('scheduler_receive_meta_data')
@@ -41,5 +62,40 @@ export class EncoderHttpController {
       timeoutMs,
       signal: abortOnDisconnect(req, res),
     });
+  }
+
+  /** A real encode of a tiny image (or recent forward progress when busy); 503 on failure. */
+  @Get('health_generate')
+  healthGenerate(): Promise<ProbeResult> {
+    return this.probe.probe();
+  }
+
+  @Get('start_profile')
+  @Header('content-type', 'text/plain; charset=utf-8')
+  async startProfileGet(): Promise<string> {
+    return `${(await this.profiler.start({})).msg}\n`;
+  }
+
+  @Post('start_profile')
+  @HttpCode(200)
+  @Header('content-type', 'text/plain; charset=utf-8')
+  @ApiBody({ schema: openApiSchema(profileRequestSchema) })
+  async startProfile(
+    @Body(new ZodPipe(profileRequestSchema, 'start_profile request')) body: ProfileRequest,
+  ): Promise<string> {
+    return `${(await this.profiler.start(body ?? {})).msg}\n`;
+  }
+
+  @Get('stop_profile')
+  @Header('content-type', 'text/plain; charset=utf-8')
+  async stopProfileGet(): Promise<string> {
+    return `${(await this.profiler.stop()).msg}\n`;
+  }
+
+  @Post('stop_profile')
+  @HttpCode(200)
+  @Header('content-type', 'text/plain; charset=utf-8')
+  async stopProfile(): Promise<string> {
+    return `${(await this.profiler.stop()).msg}\n`;
   }
 }

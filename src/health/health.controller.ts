@@ -37,6 +37,7 @@ export class HealthController {
         () => this.indicators.natsConnection(),
         () => this.indicators.registryBounds(),
         () => this.indicators.eventLoop(),
+        () => this.indicators.encoder(),
       ]);
     } catch (err) {
       if (!(err instanceof ServiceUnavailableException)) throw err;

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { AppConfig } from '../config/app-config';
+import { EncoderProbe } from '../encoder/encoder-probe.service';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { EventLoopMonitor } from './event-loop.monitor';
@@ -27,6 +28,7 @@ export class HealthIndicators {
     private readonly registry: MetaRegistry,
     private readonly loop: EventLoopMonitor,
     private readonly config: AppConfig,
+    private readonly probe: EncoderProbe,
   ) {}
 
   async natsConnection(): Promise<HealthIndicatorResult> {
@@ -58,6 +60,17 @@ export class HealthIndicators {
       return check.down({ ...data, error: 'at capacity' });
     }
     return check.up(data);
+  }
+
+  /** A real encode (cached for 5 s), or recent forward progress while busy. */
+  async encoder(): Promise<HealthIndicatorResult> {
+    const check = this.indicator.check('encoder');
+    try {
+      const r = await this.probe.probeCached(5000);
+      return check.up({ source: r.source, latency_ms: r.latency_ms });
+    } catch (err) {
+      return check.down({ error: (err as Error).message });
+    }
   }
 
   eventLoop(): HealthIndicatorResult {

@@ -39,12 +39,6 @@ export class MetadataService {
     return { req_id: reqId, present: await this.registry.has(reqId) };
   }
 
-  /** Idempotent: releasing an unknown or already released req_id is not an error. */
-  async release(reqId: string): Promise<null> {
-    await this.registry.discard(reqId);
-    return null;
-  }
-
   /** Caps a caller-supplied deadline at EPD_REQ_TIMEOUT_MS. */
   get maxTimeoutMs(): number {
     return this.config.timeouts.reqTimeoutMs;

@@ -1,10 +1,11 @@
-import { Injectable, type OnModuleDestroy } from '@nestjs/common';
-import { Counter, Gauge, register, type Metric } from 'prom-client';
+import { Injectable } from '@nestjs/common';
+import { Counter, Gauge } from 'prom-client';
 import {
   MetaRegistry,
   type RegistryCounters,
   type RegistryStats,
 } from '../meta-registry/meta-registry.service';
+import { OwnedMetrics } from './owned-metrics';
 
 const COUNTERS: Record<keyof RegistryCounters, string> = {
   publishes: 'metadata publishes',
@@ -26,34 +27,33 @@ const snake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}
  * only bumps plain integers and pays nothing for Prometheus.
  */
 @Injectable()
-export class RegistryMetrics implements OnModuleDestroy {
-  private readonly metrics: Metric[] = [];
-
+export class RegistryMetrics extends OwnedMetrics {
   constructor(registry: MetaRegistry) {
+    super();
     const gauge = (name: string, help: string, read: (s: RegistryStats) => number) =>
-      new Gauge({
-        name,
-        help,
-        async collect() {
-          this.set(read(await registry.stats()));
-        },
-      });
-    this.metrics.push(
-      gauge(
-        'epd_registry_entries',
-        'Published metadata entries held by the registry',
-        (s) => s.entries,
-      ),
-      gauge('epd_registry_waiters', 'Pending metadata waits', (s) => s.waiters),
-      gauge(
-        'epd_registry_oldest_entry_age_seconds',
-        'Age of the oldest published entry',
-        (s) => (s.oldestAgeMs ?? 0) / 1000,
-      ),
+      this.own(
+        new Gauge({
+          name,
+          help,
+          async collect() {
+            this.set(read(await registry.stats()));
+          },
+        }),
+      );
+    gauge(
+      'epd_registry_entries',
+      'Published metadata entries held by the registry',
+      (s) => s.entries,
+    );
+    gauge('epd_registry_waiters', 'Pending metadata waits', (s) => s.waiters);
+    gauge(
+      'epd_registry_oldest_entry_age_seconds',
+      'Age of the oldest published entry',
+      (s) => (s.oldestAgeMs ?? 0) / 1000,
     );
     for (const [key, help] of Object.entries(COUNTERS) as [keyof RegistryCounters, string][]) {
       let last = 0;
-      this.metrics.push(
+      this.own(
         new Counter({
           name: `epd_registry_${snake(key)}_total`,
           help: `Registry ${help}`,
@@ -65,11 +65,5 @@ export class RegistryMetrics implements OnModuleDestroy {
         }),
       );
     }
-  }
-
-  /** Lets a second app in the same process (tests, benchmarks) register them again. */
-  onModuleDestroy(): void {
-    for (const m of this.metrics)
-      register.removeSingleMetric((m as unknown as { name: string }).name);
   }
 }

@@ -43,11 +43,4 @@ export class MetadataController {
   ): Promise<{ req_id: string; present: boolean }> {
     return this.metadata.has(req.req_id);
   }
-
-  @MessagePattern(DpType.Release)
-  release(
-    @Payload(new ZodPipe(reqIdOnlySchema, 'release request')) req: ReqIdRequest,
-  ): Promise<null> {
-    return this.metadata.release(req.req_id);
-  }
 }

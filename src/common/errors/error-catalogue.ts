@@ -32,7 +32,10 @@ export const Errors = {
   loadFailed: (data: string, reason: string, reqId?: string) =>
     new BadRequestError(`Error while loading data ${truncateForMessage(data)}: ${reason}`, reqId),
   hashMismatch: (expected: string, got: string, reqId?: string) =>
-    new BadRequestError(`Encoder media content hash mismatch: expected ${expected}, got ${got}`, reqId),
+    new BadRequestError(
+      `Encoder media content hash mismatch: expected ${expected}, got ${got}`,
+      reqId,
+    ),
   processFailed: (reason: string, reqId?: string) =>
     new BadRequestError(`Failed to process mm items: ${reason}`, reqId),
 

@@ -24,7 +24,7 @@ export function decodeWav(buf: Uint8Array): DecodedAudio {
   let sampleRate = 0;
   let bits = 0;
   let data: Uint8Array | undefined;
-  for (let o = 12; o + 8 <= buf.length; ) {
+  for (let o = 12; o + 8 <= buf.length;) {
     const id = tag(o);
     const size = view.getUint32(o + 4, true);
     const body = o + 8;
@@ -45,7 +45,8 @@ export function decodeWav(buf: Uint8Array): DecodedAudio {
   if (channels < 1) throw new AudioDecodeError('no channels');
   if (sampleRate < 1) throw new AudioDecodeError('invalid sample rate');
   const isFloat = format === 3;
-  if (format !== 1 && !isFloat) throw new AudioDecodeError(`unsupported WAV format ${format} (PCM or float only)`);
+  if (format !== 1 && !isFloat)
+    throw new AudioDecodeError(`unsupported WAV format ${format} (PCM or float only)`);
   if (isFloat ? bits !== 32 && bits !== 64 : ![8, 16, 24, 32].includes(bits)) {
     throw new AudioDecodeError(`unsupported ${isFloat ? 'float' : 'PCM'} bit depth ${bits}`);
   }
@@ -87,7 +88,8 @@ export function resample(samples: Float32Array, from: number, to: number): Float
     const i0 = Math.floor(pos);
     const i1 = Math.min(i0 + 1, samples.length - 1);
     const frac = pos - i0;
-    out[i] = (samples[Math.min(i0, samples.length - 1)] ?? 0) * (1 - frac) + (samples[i1] ?? 0) * frac;
+    out[i] =
+      (samples[Math.min(i0, samples.length - 1)] ?? 0) * (1 - frac) + (samples[i1] ?? 0) * frac;
   }
   return out;
 }
@@ -106,7 +108,11 @@ export function audioFeatures(wav: Uint8Array): { data: Float32Array; frames: nu
 }
 
 /** A WAV file of mono samples (PCM16 or float32), for probes, tests and benchmarks. */
-export function encodeWav(samples: Float32Array, sampleRate: number, format: 'pcm16' | 'float32' = 'pcm16'): Buffer {
+export function encodeWav(
+  samples: Float32Array,
+  sampleRate: number,
+  format: 'pcm16' | 'float32' = 'pcm16',
+): Buffer {
   const bytes = format === 'pcm16' ? 2 : 4;
   const buf = Buffer.alloc(44 + samples.length * bytes);
   buf.write('RIFF', 0);

@@ -41,11 +41,15 @@ describe('smartResize (Qwen2-VL values)', () => {
   });
 
   it('rejects aspect ratios over 200 like transformers', () => {
-    expect(() => smartResize(10, 2100, MIN, MAX_DEFAULT)).toThrow(/absolute aspect ratio must be smaller than 200, got 210/);
+    expect(() => smartResize(10, 2100, MIN, MAX_DEFAULT)).toThrow(
+      /absolute aspect ratio must be smaller than 200, got 210/,
+    );
   });
 
   it('rounds half to even like Python', () => {
-    expect([0.5, 1.5, 2.5, 3.5, 2.4, 2.6, 27.43].map(roundHalfEven)).toEqual([0, 2, 2, 4, 2, 3, 27]);
+    expect([0.5, 1.5, 2.5, 3.5, 2.4, 2.6, 27.43].map(roundHalfEven)).toEqual([
+      0, 2, 2, 4, 2, 3, 27,
+    ]);
   });
 
   it('counts one token per 2×2 merge', () => {
@@ -60,7 +64,8 @@ describe('patchify', () => {
     const px = new Uint8Array(h * w * 3);
     for (let y = 0; y < h; y++)
       for (let x = 0; x < w; x++)
-        for (let c = 0; c < 3; c++) px[(y * w + x) * 3 + c] = (y * 7 + x * 3 + c * 50 + f * 100) % 256;
+        for (let c = 0; c < 3; c++)
+          px[(y * w + x) * 3 + c] = (y * 7 + x * 3 + c * 50 + f * 100) % 256;
     return px;
   }
   const raw = (v: number, c: number) => Math.round((v * IMAGE_STD[c]! + IMAGE_MEAN[c]!) * 255) + 0;
@@ -81,7 +86,12 @@ describe('patchify', () => {
       const mh = Math.floor(row / 2) % 2;
       const wb = Math.floor(row / 4) % (gw / 2);
       const hb = Math.floor(row / 4 / (gw / 2));
-      for (const [c, tp, y, x] of [[0, 0, 0, 0], [2, 1, 13, 13], [1, 0, 5, 9], [1, 1, 7, 2]] as const) {
+      for (const [c, tp, y, x] of [
+        [0, 0, 0, 0],
+        [2, 1, 13, 13],
+        [1, 0, 5, 9],
+        [1, 1, 7, 2],
+      ] as const) {
         const yy = (hb * 2 + mh) * 14 + y;
         const xx = (wb * 2 + mw) * 14 + x;
         const value = data[row * PATCH_DIM + ((c * 2 + tp) * 14 + y) * 14 + x]!;
@@ -105,7 +115,10 @@ describe('patchify', () => {
 
 describe('audio', () => {
   const tone = (hz: number, rate: number, seconds: number) =>
-    Float32Array.from({ length: Math.round(rate * seconds) }, (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate));
+    Float32Array.from(
+      { length: Math.round(rate * seconds) },
+      (_, i) => 0.5 * Math.sin((2 * Math.PI * hz * i) / rate),
+    );
 
   it('decodes PCM16 and float32 WAV tones it wrote', () => {
     const s = tone(440, 16000, 0.1);

@@ -26,7 +26,8 @@ export function smartResize(
   maxPixels: number,
   factor = RESIZE_FACTOR,
 ): [number, number] {
-  if (height <= 0 || width <= 0) throw new SmartResizeError(`invalid image size ${width}x${height}`);
+  if (height <= 0 || width <= 0)
+    throw new SmartResizeError(`invalid image size ${width}x${height}`);
   const ratio = Math.max(height, width) / Math.min(height, width);
   if (ratio > MAX_ASPECT_RATIO) {
     throw new SmartResizeError(

@@ -1,0 +1,72 @@
+import { Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { Clock } from '../common/clock';
+import { ZodPipe } from '../common/validation/zod.pipe';
+import { EncodeScheduler, type SchedulerStats } from '../encoder/encode-scheduler.service';
+import { EncoderService } from '../encoder/encoder.service';
+import { ReqStateStore, type ReleaseOutcome, type StagingStats } from '../encoder/req-state.store';
+import { reqIdSchema } from '../meta-registry/meta.schema';
+import { AdminTokenGuard } from './admin-token.guard';
+
+interface RequestView {
+  req_id: string;
+  modality: string;
+  part_idx: number;
+  state: 'encoding' | 'staged' | 'release-pending';
+  bytes: number;
+  embedding_len: number | null;
+  embedding_dim: number | null;
+  dtype: string | null;
+  age_ms: number;
+  idle_ms: number;
+}
+
+@ApiTags('admin')
+@ApiBearerAuth()
+@UseGuards(AdminTokenGuard)
+@Controller('admin')
+export class RequestsAdminController {
+  constructor(
+    private readonly states: ReqStateStore,
+    private readonly encoder: EncoderService,
+    private readonly scheduler: EncodeScheduler,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Requests with state on this worker: encoding or staged, with bytes and ages. */
+  @Get('requests')
+  requests(): { staging: StagingStats; pending: number; requests: RequestView[] } {
+    const now = this.clock.now();
+    return {
+      staging: this.states.stats(),
+      pending: this.encoder.pendingRequests,
+      requests: this.states.list().map((s) => ({
+        req_id: s.reqId,
+        modality: s.modality,
+        part_idx: s.partIdx,
+        state: s.releaseRequested ? 'release-pending' : s.embedding ? 'staged' : 'encoding',
+        bytes: s.heldBytes,
+        embedding_len: s.embedding?.tokens ?? null,
+        embedding_dim: s.embedding?.dim ?? null,
+        dtype: s.embedding?.dtype ?? null,
+        age_ms: now - s.createdAt,
+        idle_ms: now - s.lastUsedAt,
+      })),
+    };
+  }
+
+  /** The same idempotent release as NATS `release`: frees now, defers while encoding, or tombstones. */
+  @Post('requests/:req_id/release')
+  @HttpCode(200)
+  async release(
+    @Param('req_id', new ZodPipe(reqIdSchema, 'req_id')) reqId: string,
+  ): Promise<{ req_id: string; outcome: ReleaseOutcome }> {
+    return { req_id: reqId, outcome: await this.encoder.release(reqId) };
+  }
+
+  /** Batching scheduler counters: forwards by fused size, skips, isolation retries. */
+  @Get('encoder')
+  encoderStats(): SchedulerStats {
+    return this.scheduler.stats();
+  }
+}

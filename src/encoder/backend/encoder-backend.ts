@@ -1,0 +1,9 @@
+import type { ForwardResult, ForwardTask, ModelInfo } from './forward.types';
+
+/** The model runtime behind the scheduler (DI token). Implementations: ONNX Runtime in a worker thread. */
+export abstract class EncoderBackend {
+  /** Loads the models (once) and reports their output widths. */
+  abstract info(): Promise<ModelInfo>;
+  /** One forward over every part; resolves with one output per part, in order. */
+  abstract forward(task: ForwardTask): Promise<ForwardResult>;
+}

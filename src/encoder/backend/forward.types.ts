@@ -1,0 +1,44 @@
+import type { ModelKind } from '../preprocess/preprocess.types';
+
+export type StagingDtype = 'float32' | 'float16';
+
+export interface ForwardPart {
+  /** This request's packed rows (patches or audio frames). */
+  data: Float32Array;
+  rows: number;
+  /** Vision: (t, h, w) per grid entry. */
+  grids: [number, number, number][];
+  /** embedding_len the preprocessor promised for this request. */
+  tokens: number;
+}
+
+export interface ForwardTask {
+  kind: ModelKind;
+  parts: ForwardPart[];
+  dtype: StagingDtype;
+}
+
+export interface ForwardOutput {
+  /** `tokens × dim` values of one request, in the staging dtype (float16 as raw bits). */
+  data: Float32Array | Uint16Array;
+  tokens: number;
+}
+
+export interface ForwardResult {
+  outputs: ForwardOutput[];
+  dim: number;
+  forwardMs: number;
+}
+
+export interface ModelInfo {
+  visionDim: number;
+  audioDim: number;
+  visionPath: string;
+  audioPath: string;
+}
+
+export interface InferenceWorkerData {
+  visionPath: string;
+  audioPath: string;
+  intraOpThreads: number;
+}

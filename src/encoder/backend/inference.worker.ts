@@ -1,0 +1,130 @@
+import { InferenceSession, Tensor } from 'onnxruntime-node';
+import Piscina from 'piscina';
+import { Errors } from '../../common/errors/error-catalogue';
+import { moveOut } from '../workers/transfer';
+import { toFloat16Array } from './float16';
+import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
+import { AUDIO_FRAME, PATCH_DIM } from './reference-models';
+
+// Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
+// thread for the whole forward; here that is this worker, never the main event loop.
+const data = Piscina.workerData as InferenceWorkerData;
+
+let sessions:
+  Promise<{ vision: InferenceSession; audio: InferenceSession; info: ModelInfo }> | undefined;
+
+async function open(path: string): Promise<InferenceSession> {
+  return InferenceSession.create(path, {
+    intraOpNumThreads: data.intraOpThreads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+}
+
+/** The output width, from the model's declared shape or, if symbolic, from a probe forward. */
+async function outputDim(
+  session: InferenceSession,
+  probe: Record<string, Tensor>,
+): Promise<number> {
+  const meta = session.outputMetadata[0];
+  const declared = meta && 'shape' in meta ? meta.shape[1] : undefined;
+  if (typeof declared === 'number' && declared > 0) return declared;
+  const out = await session.run(probe);
+  const dims = out[session.outputNames[0]!]!.dims;
+  return Number(dims[1]);
+}
+
+function load() {
+  sessions ??= (async () => {
+    const [vision, audio] = await Promise.all([open(data.visionPath), open(data.audioPath)]);
+    const visionDim = await outputDim(
+      vision,
+      visionInputs(vision, new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),
+    );
+    const audioDim = await outputDim(audio, {
+      [audio.inputNames[0]!]: new Tensor('float32', new Float32Array(AUDIO_FRAME), [
+        1,
+        AUDIO_FRAME,
+      ]),
+    });
+    return {
+      vision,
+      audio,
+      info: { visionDim, audioDim, visionPath: data.visionPath, audioPath: data.audioPath },
+    };
+  })();
+  return sessions;
+}
+
+function visionInputs(
+  session: InferenceSession,
+  pixels: Float32Array,
+  grids: [number, number, number][],
+): Record<string, Tensor> {
+  const rows = pixels.length / PATCH_DIM;
+  const feeds: Record<string, Tensor> = {
+    [session.inputNames[0]!]: new Tensor('float32', pixels, [rows, PATCH_DIM]),
+  };
+  if (session.inputNames[1]) {
+    const g = new BigInt64Array(grids.flat().map((v) => BigInt(v)));
+    feeds[session.inputNames[1]] = new Tensor('int64', g, [grids.length, 3]);
+  }
+  return feeds;
+}
+
+function concat(parts: Float32Array[]): Float32Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+export async function info(): Promise<ModelInfo> {
+  return (await load()).info;
+}
+
+/** One packed forward for every part (a fused batch), split back per request. */
+export async function forward(task: ForwardTask): Promise<ForwardResult> {
+  const { vision, audio } = await load();
+  const session = task.kind === 'vision' ? vision : audio;
+  const input = concat(task.parts.map((p) => p.data));
+  const feeds =
+    task.kind === 'vision'
+      ? visionInputs(
+          session,
+          input,
+          task.parts.flatMap((p) => p.grids),
+        )
+      : {
+          [session.inputNames[0]!]: new Tensor('float32', input, [
+            input.length / AUDIO_FRAME,
+            AUDIO_FRAME,
+          ]),
+        };
+  const started = performance.now();
+  const out = await session.run(feeds);
+  const forwardMs = performance.now() - started;
+  const tensor = out[session.outputNames[0]!]!;
+  const rows = Number(tensor.dims[0]);
+  const dim = Number(tensor.dims[1]);
+  const expected = task.parts.reduce((n, p) => n + p.tokens, 0);
+  if (tensor.dims.length !== 2 || rows !== expected) {
+    throw Errors.tokenMismatch(rows, expected);
+  }
+  const values = tensor.data as Float32Array;
+  let offset = 0;
+  const outputs = task.parts.map((p) => {
+    const slice = values.slice(offset * dim, (offset + p.tokens) * dim);
+    offset += p.tokens;
+    return { data: task.dtype === 'float16' ? toFloat16Array(slice) : slice, tokens: p.tokens };
+  });
+  return moveOut(
+    { outputs, dim, forwardMs },
+    outputs.map((o) => o.data.buffer),
+  );
+}

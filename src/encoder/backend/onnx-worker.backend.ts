@@ -1,0 +1,82 @@
+import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { isAbsolute, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import Piscina from 'piscina';
+import { AppConfig } from '../../config/app-config';
+import { workerFile } from '../workers/worker-file';
+import { EncoderBackend } from './encoder-backend';
+import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
+import { projectRoot, referenceModelPaths } from './model-paths';
+
+function modelPath(configured: string, fallback: string, key: string): string {
+  const path = configured
+    ? isAbsolute(configured)
+      ? configured
+      : resolve(projectRoot(), configured)
+    : fallback;
+  if (!existsSync(path)) {
+    throw new Error(
+      `${key}: model file ${path} does not exist${configured ? '' : ' (run "npm run models" to generate the reference models)'}`,
+    );
+  }
+  return path;
+}
+
+/**
+ * ONNX Runtime in one dedicated worker thread: sessions are created once per process, a
+ * forward never blocks the main event loop, and tensors cross the thread boundary by
+ * transfer. One thread, because the scheduler runs one (fused) forward at a time and ORT
+ * parallelises inside it with EPD_INTRA_OP_THREADS.
+ */
+@Injectable()
+export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy {
+  private readonly logger = new Logger('OnnxBackend');
+  private readonly pool: Piscina;
+  private infoPromise?: Promise<ModelInfo>;
+
+  constructor(config: AppConfig) {
+    super();
+    const defaults = referenceModelPaths();
+    const workerData: InferenceWorkerData = {
+      visionPath: modelPath(
+        config.encoder.modelPath,
+        defaults.vision,
+        'encoder.modelPath (EPD_MODEL_PATH)',
+      ),
+      audioPath: modelPath(
+        config.encoder.audioModelPath,
+        defaults.audio,
+        'encoder.audioModelPath (EPD_AUDIO_MODEL_PATH)',
+      ),
+      intraOpThreads: config.encoder.intraOpThreads,
+    };
+    this.pool = new Piscina({
+      filename: workerFile(__dirname, 'inference.worker'),
+      minThreads: 1,
+      maxThreads: 1,
+      idleTimeout: Infinity,
+      workerData,
+    });
+  }
+
+  info(): Promise<ModelInfo> {
+    this.infoPromise ??= (this.pool.run(null, { name: 'info' }) as Promise<ModelInfo>).then(
+      (info) => {
+        this.logger.log(info, 'models loaded');
+        return info;
+      },
+    );
+    return this.infoPromise;
+  }
+
+  forward(task: ForwardTask): Promise<ForwardResult> {
+    return this.pool.run(task, {
+      name: 'forward',
+      transferList: task.parts.map((p) => p.data.buffer as ArrayBuffer),
+    }) as Promise<ForwardResult>;
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.pool.destroy();
+  }
+}

@@ -1,0 +1,212 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { Errors } from '../common/errors/error-catalogue';
+import { InternalError, MMError } from '../common/errors/mm-error';
+import { AppConfig } from '../config/app-config';
+import { EncoderBackend } from './backend/encoder-backend';
+import type { ForwardOutput, ForwardPart, StagingDtype } from './backend/forward.types';
+import type { ModelKind } from './preprocess/preprocess.types';
+
+export interface ScheduledResult {
+  output: ForwardOutput;
+  dim: number;
+  forwardMs: number;
+  queueMs: number;
+  batchSize: number;
+}
+
+export interface JobSpec {
+  reqId: string;
+  kind: ModelKind;
+  /** Images and audio fuse with their neighbours; video runs alone. */
+  fusable: boolean;
+  part: ForwardPart;
+  /** Epoch ms after which the work is skipped with 504 "encoder batch timed out". */
+  deadline: number;
+  /** Health probes jump the queue. */
+  priority?: boolean;
+  /** Checked right before the forward: released work is skipped. */
+  cancelled?: () => boolean;
+}
+
+interface Job extends JobSpec {
+  enqueuedAt: number;
+  resolve(r: ScheduledResult): void;
+  reject(e: unknown): void;
+}
+
+export interface SchedulerStats {
+  queued: number;
+  running: boolean;
+  batches: number;
+  fusedBatches: number;
+  isolationRetries: number;
+  skippedExpired: number;
+  skippedCancelled: number;
+  /** batchSizes[n] = forwards that carried n requests. */
+  batchSizes: Record<number, number>;
+  lastBatchCompletedAt: number | null;
+}
+
+/**
+ * One forward at a time per worker, fused from whatever is queued when the previous one
+ * ends: an isolated request runs at once (no time window), and batches form while the
+ * previous forward runs. Image and audio requests of the same model fuse up to
+ * EPD_MAX_BATCH_SIZE; video runs alone. Expired or released work is skipped before it
+ * runs. A failed fused batch is retried request by request so one bad input fails alone.
+ */
+@Injectable()
+export class EncodeScheduler {
+  private readonly logger = new Logger(EncodeScheduler.name);
+  private readonly queue: Job[] = [];
+  private running = false;
+  private readonly stats_: Omit<SchedulerStats, 'queued' | 'running'> = {
+    batches: 0,
+    fusedBatches: 0,
+    isolationRetries: 0,
+    skippedExpired: 0,
+    skippedCancelled: 0,
+    batchSizes: {},
+    lastBatchCompletedAt: null,
+  };
+  private readonly dtype: StagingDtype;
+
+  constructor(
+    private readonly backend: EncoderBackend,
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+  ) {
+    this.dtype = config.encoder.stagingDtype;
+  }
+
+  submit(spec: JobSpec): Promise<ScheduledResult> {
+    return new Promise<ScheduledResult>((resolve, reject) => {
+      const job: Job = { ...spec, enqueuedAt: this.clock.elapsed(), resolve, reject };
+      if (spec.priority) this.queue.unshift(job);
+      else this.queue.push(job);
+      this.pump();
+    });
+  }
+
+  get busy(): boolean {
+    return this.running || this.queue.length > 0;
+  }
+
+  stats(): SchedulerStats {
+    return {
+      ...this.stats_,
+      batchSizes: { ...this.stats_.batchSizes },
+      queued: this.queue.length,
+      running: this.running,
+    };
+  }
+
+  private pump(): void {
+    if (this.running) return;
+    const batch = this.takeBatch();
+    if (batch.length === 0) return;
+    this.running = true;
+    void this.run(batch).finally(() => {
+      this.running = false;
+      this.stats_.lastBatchCompletedAt = this.clock.now();
+      this.pump();
+    });
+  }
+
+  /** Removes and returns the next batch; expired and cancelled jobs met on the way are answered. */
+  private takeBatch(): Job[] {
+    const now = this.clock.now();
+    const batch: Job[] = [];
+    for (let i = 0; i < this.queue.length;) {
+      const job = this.queue[i]!;
+      if (!this.viable(job, now)) {
+        this.queue.splice(i, 1);
+        continue;
+      }
+      const head = batch[0];
+      const fits =
+        !head ||
+        (head.fusable &&
+          job.fusable &&
+          job.kind === head.kind &&
+          batch.length < this.config.encoder.maxBatchSize);
+      if (fits) {
+        batch.push(job);
+        this.queue.splice(i, 1);
+        if (!head && !job.fusable) break;
+      } else {
+        i++;
+      }
+      if (batch.length >= this.config.encoder.maxBatchSize) break;
+    }
+    return batch;
+  }
+
+  private viable(job: Job, now: number): boolean {
+    if (job.cancelled?.()) {
+      this.stats_.skippedCancelled++;
+      job.reject(Errors.releasedDuringEncode(job.reqId));
+      return false;
+    }
+    if (now > job.deadline) {
+      this.stats_.skippedExpired++;
+      job.reject(Errors.batchTimedOut(job.reqId));
+      return false;
+    }
+    return true;
+  }
+
+  private async run(batch: Job[]): Promise<void> {
+    try {
+      await this.forward(batch);
+    } catch (err) {
+      if (batch.length === 1) {
+        batch[0]!.reject(this.asError(err, batch[0]!.reqId));
+        return;
+      }
+      this.logger.warn(
+        { size: batch.length, err: (err as Error).message },
+        'fused batch failed; retrying each request alone',
+      );
+      this.stats_.isolationRetries++;
+      for (const job of batch) {
+        try {
+          await this.forward([job]);
+        } catch (e) {
+          job.reject(this.asError(e, job.reqId));
+        }
+      }
+    }
+  }
+
+  private async forward(batch: Job[]): Promise<void> {
+    const started = this.clock.elapsed();
+    const result = await this.backend.forward({
+      kind: batch[0]!.kind,
+      parts: batch.map((j) => j.part),
+      dtype: this.dtype,
+    });
+    this.stats_.batches++;
+    if (batch.length > 1) this.stats_.fusedBatches++;
+    this.stats_.batchSizes[batch.length] = (this.stats_.batchSizes[batch.length] ?? 0) + 1;
+    batch.forEach((job, i) =>
+      job.resolve({
+        output: result.outputs[i]!,
+        dim: result.dim,
+        forwardMs: result.forwardMs,
+        queueMs: started - job.enqueuedAt,
+        batchSize: batch.length,
+      }),
+    );
+  }
+
+  /** Worker errors arrive as plain Errors: keep their message, and an MMError's code when present. */
+  private asError(err: unknown, reqId: string): MMError {
+    if (err instanceof MMError) return err;
+    const e = err as { message?: string; code?: unknown };
+    const message = e.message ?? String(err);
+    return typeof e.code === 'number'
+      ? new MMError(message, e.code, reqId)
+      : new InternalError(message, reqId);
+  }
+}

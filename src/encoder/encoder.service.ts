@@ -1,0 +1,246 @@
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { Errors } from '../common/errors/error-catalogue';
+import { MMError } from '../common/errors/mm-error';
+import { AppConfig } from '../config/app-config';
+import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import { EncoderBackend } from './backend/encoder-backend';
+import type { ModelInfo } from './backend/forward.types';
+import { EncodeScheduler } from './encode-scheduler.service';
+import type { EncodeRequest } from './encode-request.schema';
+import { EncoderMetrics } from './encoder.metrics';
+import { MediaLoader } from './media/media-loader.service';
+import type { PreprocessOk } from './preprocess/preprocess.types';
+import { Preprocessor } from './preprocess/preprocessor.service';
+import { ProfilerService } from './profiler.service';
+import { ReqStateStore, type ReleaseOutcome } from './req-state.store';
+
+export interface StageTimings {
+  queue_ms: number;
+  load_ms: number;
+  preprocess_ms: number;
+  forward_ms: number;
+  stage_ms: number;
+  total_ms: number;
+  batch_size: number;
+}
+
+export interface EncodeResponse {
+  req_id: string;
+  part_idx: number;
+  embedding_size: number;
+  embedding_len: number;
+  embedding_dim: number;
+  timings: StageTimings;
+}
+
+const round = (ms: number) => Math.round(ms * 1000) / 1000;
+
+/**
+ * The encode pipeline: admit → load → preprocess (worker threads) → publish metadata →
+ * batched forward (inference worker) → stage → publish again → reply. Every failure after
+ * admission publishes `{error}` so waiters fail fast with the real reason, and frees the
+ * request's state and staging bytes.
+ */
+@Injectable()
+export class EncoderService implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger(EncoderService.name);
+  private pending = 0;
+  private sweepTimer?: NodeJS.Timeout;
+  private readonly bytesPerValue: number;
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+    private readonly loader: MediaLoader,
+    private readonly preprocessor: Preprocessor,
+    private readonly backend: EncoderBackend,
+    private readonly scheduler: EncodeScheduler,
+    private readonly states: ReqStateStore,
+    private readonly registry: MetaRegistry,
+    private readonly metrics: EncoderMetrics,
+    private readonly profiler: ProfilerService,
+  ) {
+    this.bytesPerValue = config.encoder.stagingDtype === 'float16' ? 2 : 4;
+  }
+
+  onModuleInit(): void {
+    // Load the models now, so the first request does not pay for it; readiness reports it.
+    this.backend.info().catch((err: unknown) => this.logger.error({ err }, 'model load failed'));
+    this.sweepTimer = setInterval(() => this.sweep(), this.config.registry.sweepIntervalMs);
+    this.sweepTimer.unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.sweepTimer);
+  }
+
+  get pendingRequests(): number {
+    return this.pending;
+  }
+
+  modelInfo(): Promise<ModelInfo> {
+    return this.backend.info();
+  }
+
+  async encode(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
+    const started = this.clock.elapsed();
+    const max = this.config.encoder.maxPending;
+    if (this.pending >= max) {
+      this.metrics.request(req.modality, 'rejected');
+      throw Errors.atCapacity(this.pending, max, req.req_id);
+    }
+    this.pending++;
+    this.metrics.received(req.modality);
+    let state;
+    try {
+      state = this.states.begin(req.req_id, req.modality, req.part_idx, req.num_parts);
+    } catch (err) {
+      this.pending--;
+      this.metrics.request(req.modality, 'rejected');
+      if (
+        err instanceof MMError &&
+        err.code === 409 &&
+        err.message.startsWith('Encoder request was released')
+      ) {
+        await this.publishError(req, err.message);
+      }
+      throw err;
+    }
+    try {
+      const response = await this.pipeline(req, state, deadline, started);
+      this.metrics.request(req.modality, 'success');
+      this.profiler.step();
+      return response;
+    } catch (err) {
+      this.metrics.request(req.modality, 'error');
+      const message = err instanceof MMError ? err.message : 'internal error';
+      await this.publishError(req, message);
+      this.states.drop(state);
+      if (!(err instanceof MMError))
+        this.logger.error({ req_id: req.req_id, err }, 'encode failed');
+      throw err;
+    } finally {
+      this.states.finishEncode(state);
+      this.pending--;
+    }
+  }
+
+  private async pipeline(
+    req: EncodeRequest,
+    state: ReturnType<ReqStateStore['begin']>,
+    deadline: number,
+    started: number,
+  ): Promise<EncodeResponse> {
+    const { req_id: reqId } = req;
+    const loadStart = this.clock.elapsed();
+    const bytes = await Promise.all(req.mm_items.map((item) => this.loader.load(item, reqId)));
+    const loadMs = this.clock.elapsed() - loadStart;
+    this.checkReleased(state);
+
+    const pre = await this.preprocessor.run(req.modality, bytes);
+    if (!pre.ok) {
+      const item = req.mm_items[pre.itemIndex]?.url ?? '';
+      throw pre.stage === 'load'
+        ? Errors.loadFailed(item, pre.message, reqId)
+        : Errors.processFailed(pre.message, reqId);
+    }
+    this.checkReleased(state);
+
+    const info = await this.backend.info();
+    const dim = pre.kind === 'vision' ? info.visionDim : info.audioDim;
+    const size = pre.tokens * dim * this.bytesPerValue;
+    this.states.reserve(state, size);
+    const meta = { embedding_size: size, embedding_len: pre.tokens, embedding_dim: dim };
+    await this.registry.publish(reqId, meta, req.part_idx);
+
+    const result = await this.scheduler.submit({
+      reqId,
+      kind: pre.kind,
+      fusable: req.modality !== 'video',
+      part: this.part(pre),
+      deadline,
+      cancelled: () => state.releaseRequested,
+    });
+    this.checkReleased(state);
+
+    const stageStart = this.clock.elapsed();
+    if (result.dim !== dim || result.output.tokens !== pre.tokens) {
+      throw Errors.tokenMismatch(result.output.tokens, pre.tokens, reqId);
+    }
+    this.states.stage(state, {
+      data: result.output.data,
+      tokens: pre.tokens,
+      dim,
+      dtype: this.config.encoder.stagingDtype,
+      bytes: result.output.data.byteLength,
+    });
+    await this.registry.publish(
+      reqId,
+      { ...meta, embedding_size: result.output.data.byteLength },
+      req.part_idx,
+    );
+    const stageMs = this.clock.elapsed() - stageStart;
+
+    const timings: StageTimings = {
+      queue_ms: round(result.queueMs),
+      load_ms: round(loadMs),
+      preprocess_ms: round(pre.ms),
+      forward_ms: round(result.forwardMs),
+      stage_ms: round(stageMs),
+      total_ms: round(this.clock.elapsed() - started),
+      batch_size: result.batchSize,
+    };
+    this.metrics.timings(req.modality, timings);
+    return {
+      req_id: reqId,
+      part_idx: req.part_idx,
+      embedding_size: result.output.data.byteLength,
+      embedding_len: pre.tokens,
+      embedding_dim: dim,
+      timings,
+    };
+  }
+
+  private part(pre: PreprocessOk) {
+    return { data: pre.data, rows: pre.rows, grids: pre.grids, tokens: pre.tokens };
+  }
+
+  private checkReleased(state: { releaseRequested: boolean; reqId: string }): void {
+    if (state.releaseRequested) throw Errors.releasedDuringEncode(state.reqId);
+  }
+
+  private async publishError(req: EncodeRequest, message: string): Promise<void> {
+    try {
+      await this.registry.publish(req.req_id, { error: message }, req.part_idx);
+    } catch (err) {
+      this.logger.warn(
+        { req_id: req.req_id, err: (err as Error).message },
+        'could not publish error metadata',
+      );
+    }
+  }
+
+  /**
+   * The single release path for a req_id: frees its staged embedding (or defers until its
+   * encode ends, or leaves a tombstone) and drops its metadata, except an `{error}` entry,
+   * which stays readable for waiters until its TTL.
+   */
+  async release(reqId: string): Promise<ReleaseOutcome> {
+    const outcome = this.states.release(reqId);
+    const entry = await this.registry.get(reqId);
+    if (entry && !('error' in entry.metadata) && outcome !== 'deferred')
+      await this.registry.discard(reqId);
+    return outcome;
+  }
+
+  private sweep(): void {
+    const expired = this.states.sweep();
+    if (expired.length > 0) {
+      this.logger.log(
+        { count: expired.length },
+        'released staged embeddings past EPD_SEND_TIMEOUT_MS',
+      );
+    }
+  }
+}

@@ -1,0 +1,195 @@
+import { createHash } from 'node:crypto';
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { realpath, stat, open } from 'node:fs/promises';
+import { get as httpGet, type IncomingMessage } from 'node:http';
+import { get as httpsGet } from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { isAbsolute, resolve, sep } from 'node:path';
+import { Injectable } from '@nestjs/common';
+import { Errors } from '../../common/errors/error-catalogue';
+import { AppConfig } from '../../config/app-config';
+import type { MediaItem } from '../encode-request.schema';
+import { isAllowedHost, isPrivateAddress } from './address-policy';
+
+class LoadError extends Error {}
+
+const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
+
+/**
+ * Turns a media reference into bytes: data URIs, bare base64, files under EPD_MEDIA_ROOT,
+ * and http(s) URLs of EPD_ALLOWED_MEDIA_DOMAINS. Every source is capped at
+ * EPD_MEDIA_MAX_BYTES (URLs while streaming); URLs are fetched with a timeout, each
+ * redirect is re-checked against the allow-list, and the address actually connected to
+ * is checked at connect time (no DNS-rebinding gap) against loopback/private ranges.
+ */
+@Injectable()
+export class MediaLoader {
+  constructor(private readonly config: AppConfig) {}
+
+  async load(item: MediaItem, reqId?: string): Promise<Buffer> {
+    let bytes: Buffer;
+    try {
+      bytes = await this.fetchBytes(item.url);
+    } catch (err) {
+      throw Errors.loadFailed(item.url, (err as Error).message, reqId);
+    }
+    if (item.content_hash) {
+      const expected = item.content_hash.replace(/^sha256:/i, '').toLowerCase();
+      const got = createHash('sha256').update(bytes).digest('hex');
+      if (got !== expected) throw Errors.hashMismatch(expected, got, reqId);
+    }
+    return bytes;
+  }
+
+  private fetchBytes(ref: string): Promise<Buffer> {
+    if (ref.startsWith('data:')) return Promise.resolve(this.dataUri(ref));
+    if (/^https?:\/\//i.test(ref)) return this.fetchUrl(new URL(ref), 0);
+    if (ref.startsWith('file://') || ref.startsWith('/') || ref.startsWith('./'))
+      return this.readFile(ref);
+    const compact = ref.replace(/\s+/g, '');
+    if (compact.length >= 4 && BASE64.test(compact)) return Promise.resolve(this.base64(compact));
+    throw new LoadError(
+      'unsupported media reference (expected a data URI, base64, a file path under the media root, or an http(s) URL)',
+    );
+  }
+
+  private checkSize(n: number): void {
+    const max = this.config.media.maxBytes;
+    if (n > max) throw new LoadError(`media is larger than ${max} bytes (EPD_MEDIA_MAX_BYTES)`);
+  }
+
+  private base64(data: string): Buffer {
+    this.checkSize(Math.floor((data.length * 3) / 4) - 2);
+    const out = Buffer.from(
+      data,
+      data.includes('-') || data.includes('_') ? 'base64url' : 'base64',
+    );
+    if (out.length === 0) throw new LoadError('empty base64 payload');
+    this.checkSize(out.length);
+    return out;
+  }
+
+  private dataUri(uri: string): Buffer {
+    const comma = uri.indexOf(',');
+    if (comma < 0) throw new LoadError('malformed data URI (no comma)');
+    const meta = uri.slice(5, comma);
+    const payload = uri.slice(comma + 1);
+    if (meta.endsWith(';base64')) return this.base64(payload.replace(/\s+/g, ''));
+    const out = Buffer.from(decodeURIComponent(payload), 'utf8');
+    this.checkSize(out.length);
+    return out;
+  }
+
+  private async readFile(ref: string): Promise<Buffer> {
+    const root = this.config.media.root;
+    if (!root) throw new LoadError('file paths are disabled (EPD_MEDIA_ROOT is not set)');
+    const path = ref.startsWith('file://') ? new URL(ref).pathname : ref;
+    const rootReal = await realpath(root);
+    const target = await realpath(isAbsolute(path) ? path : resolve(rootReal, path)).catch(() => {
+      throw new LoadError('no such file');
+    });
+    if (target !== rootReal && !target.startsWith(rootReal + sep)) {
+      throw new LoadError('path is outside the media root');
+    }
+    const info = await stat(target);
+    if (!info.isFile()) throw new LoadError('not a regular file');
+    this.checkSize(info.size);
+    const fh = await open(target, 'r');
+    try {
+      return await fh.readFile();
+    } finally {
+      await fh.close();
+    }
+  }
+
+  private fetchUrl(url: URL, redirects: number): Promise<Buffer> {
+    const { allowedDomains, allowPrivateNetworks, fetchTimeoutMs, maxRedirects } =
+      this.config.media;
+    if (!isAllowedHost(url.hostname, allowedDomains)) {
+      return Promise.reject(
+        new LoadError(
+          allowedDomains.length === 0
+            ? 'remote URLs are disabled (EPD_ALLOWED_MEDIA_DOMAINS is empty)'
+            : `domain ${url.hostname} is not in EPD_ALLOWED_MEDIA_DOMAINS`,
+        ),
+      );
+    }
+    const lookup: LookupFunction = (hostname, options, callback) => {
+      dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
+        if (err) return callback(err, '', 0);
+        const usable = allowPrivateNetworks
+          ? addresses
+          : addresses.filter((a) => !isPrivateAddress(a.address));
+        const first = usable[0];
+        if (!first) {
+          return callback(
+            new LoadError(
+              `${hostname} resolves only to loopback/private addresses, which are not allowed`,
+            ),
+            '',
+            0,
+          );
+        }
+        if (options.all)
+          return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, usable);
+        callback(null, first.address, first.family);
+      });
+    };
+    const get = url.protocol === 'https:' ? httpsGet : httpGet;
+    return new Promise<Buffer>((resolvePromise, reject) => {
+      const req = get(
+        url,
+        { lookup, signal: AbortSignal.timeout(fetchTimeoutMs) },
+        (res: IncomingMessage) => {
+          const status = res.statusCode ?? 0;
+          if (status >= 300 && status < 400 && res.headers.location) {
+            res.resume();
+            if (redirects >= maxRedirects)
+              return reject(new LoadError(`more than ${maxRedirects} redirects`));
+            const next = new URL(res.headers.location, url);
+            if (next.protocol !== 'http:' && next.protocol !== 'https:') {
+              return reject(new LoadError(`redirect to unsupported scheme ${next.protocol}`));
+            }
+            this.fetchUrl(next, redirects + 1).then(resolvePromise, reject);
+            return;
+          }
+          if (status !== 200) {
+            res.resume();
+            return reject(new LoadError(`HTTP ${status}`));
+          }
+          const declared = Number(res.headers['content-length'] ?? 0);
+          try {
+            if (declared) this.checkSize(declared);
+          } catch (err) {
+            res.destroy();
+            return reject(err);
+          }
+          const chunks: Buffer[] = [];
+          let total = 0;
+          res.on('data', (chunk: Buffer) => {
+            total += chunk.length;
+            if (total > this.config.media.maxBytes) {
+              res.destroy();
+              reject(
+                new LoadError(
+                  `media is larger than ${this.config.media.maxBytes} bytes (EPD_MEDIA_MAX_BYTES)`,
+                ),
+              );
+              return;
+            }
+            chunks.push(chunk);
+          });
+          res.on('end', () => resolvePromise(Buffer.concat(chunks, total)));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', (err: Error) =>
+        reject(
+          err.name === 'TimeoutError' || err.name === 'AbortError'
+            ? new LoadError(`timed out after ${fetchTimeoutMs} ms`)
+            : err,
+        ),
+      );
+    });
+  }
+}

@@ -1,0 +1,36 @@
+import type { Modality } from '../encode-request.schema';
+
+export interface PreprocessTask {
+  modality: Modality;
+  items: Uint8Array[];
+  minPixels: number;
+  maxPixels: number;
+  maxVideoFrames: number;
+}
+
+/** What the model backend consumes: `vision` (image, video) or `audio`. */
+export type ModelKind = 'vision' | 'audio';
+
+export interface PreprocessOk {
+  ok: true;
+  kind: ModelKind;
+  /** Packed model input rows: patches (1176 wide) or audio frames (640 wide). */
+  data: Float32Array;
+  rows: number;
+  /** Vision only: (t, h, w) per image or video, in patches. */
+  grids: [number, number, number][];
+  /** Tokens the language model must reserve: embedding_len. */
+  tokens: number;
+  ms: number;
+}
+
+export interface PreprocessFailed {
+  ok: false;
+  /** `load`: the bytes are not decodable media (400 "Error while loading data");
+   *  `process`: decodable but not processable (400 "Failed to process mm items"). */
+  stage: 'load' | 'process';
+  itemIndex: number;
+  message: string;
+}
+
+export type PreprocessResult = PreprocessOk | PreprocessFailed;
