@@ -53,9 +53,14 @@ export class MediaLoader {
     );
   }
 
-  private checkSize(n: number): void {
+  private sizeError(n: number): LoadError | undefined {
     const max = this.config.media.maxBytes;
-    if (n > max) throw new LoadError(`media is larger than ${max} bytes (EPD_MEDIA_MAX_BYTES)`);
+    return n > max ? new LoadError(`media is larger than ${max} bytes (EPD_MEDIA_MAX_BYTES)`) : undefined;
+  }
+
+  private checkSize(n: number): void {
+    const err = this.sizeError(n);
+    if (err) throw err;
   }
 
   private base64(data: string): Buffer {
@@ -157,24 +162,19 @@ export class MediaLoader {
             res.resume();
             return reject(new LoadError(`HTTP ${status}`));
           }
-          const declared = Number(res.headers['content-length'] ?? 0);
-          try {
-            if (declared) this.checkSize(declared);
-          } catch (err) {
+          const tooLarge = this.sizeError(Number(res.headers['content-length'] ?? 0));
+          if (tooLarge) {
             res.destroy();
-            return reject(err);
+            return reject(tooLarge);
           }
           const chunks: Buffer[] = [];
           let total = 0;
           res.on('data', (chunk: Buffer) => {
             total += chunk.length;
-            if (total > this.config.media.maxBytes) {
+            const overflow = this.sizeError(total);
+            if (overflow) {
               res.destroy();
-              reject(
-                new LoadError(
-                  `media is larger than ${this.config.media.maxBytes} bytes (EPD_MEDIA_MAX_BYTES)`,
-                ),
-              );
+              reject(overflow);
               return;
             }
             chunks.push(chunk);
