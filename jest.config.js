@@ -10,6 +10,8 @@ const common = {
 };
 
 module.exports = {
+  // A global option: Jest ignores testTimeout inside `projects`.
+  testTimeout: 60000,
   projects: [
     {
       ...common,
@@ -23,7 +25,6 @@ module.exports = {
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-      testTimeout: 60000,
     },
   ],
 };

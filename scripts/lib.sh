@@ -30,6 +30,8 @@ ensure_node_modules() {
 ensure_build() {
   log "building"
   npx --no-install nest build -p tsconfig.build.json
+  # Reference ONNX models, generated from a fixed seed (no download), unless present.
+  node dist/cli/generate-models.js
 }
 
 free_port() {

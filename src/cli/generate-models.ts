@@ -1,8 +1,4 @@
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { buildAudioModel, buildVisionModel } from '../encoder/backend/reference-models';
-import { referenceModelPaths } from '../encoder/backend/model-paths';
+import { ensureReferenceModels } from '../encoder/backend/generate-models';
 
 /**
  * Writes the deterministic reference models (fixed seed) unless they exist.
@@ -13,18 +9,12 @@ function main(): void {
   const dimArg = process.argv.indexOf('--dim');
   const dim = dimArg > 0 ? Number(process.argv[dimArg + 1]) : 1024;
   if (!Number.isInteger(dim) || dim <= 0) throw new Error('--dim must be a positive integer');
-  const paths = referenceModelPaths();
-  for (const [path, build] of [
-    [paths.vision, () => buildVisionModel(dim)],
-    [paths.audio, () => buildAudioModel(dim)],
-  ] as const) {
-    if (existsSync(path) && !force) continue;
-    mkdirSync(dirname(path), { recursive: true });
-    const bytes = build();
-    writeFileSync(`${path}.tmp`, bytes);
-    renameSync(`${path}.tmp`, path);
-    const sha = createHash('sha256').update(bytes).digest('hex').slice(0, 16);
-    process.stdout.write(`wrote ${path} (${bytes.length} bytes, sha256 ${sha}…)\n`);
+  for (const m of ensureReferenceModels({ force, dim })) {
+    process.stdout.write(
+      m.written
+        ? `wrote ${m.path} (${m.bytes} bytes, sha256 ${m.sha256.slice(0, 16)}…)\n`
+        : `kept ${m.path}\n`,
+    );
   }
 }
 

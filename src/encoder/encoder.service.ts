@@ -47,6 +47,7 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(EncoderService.name);
   private pending = 0;
   private sweepTimer?: NodeJS.Timeout;
+  private closing = false;
   private readonly bytesPerValue: number;
 
   constructor(
@@ -66,12 +67,15 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
 
   onModuleInit(): void {
     // Load the models now, so the first request does not pay for it; readiness reports it.
-    this.backend.info().catch((err: unknown) => this.logger.error({ err }, 'model load failed'));
+    this.backend.info().catch((err: unknown) => {
+      if (!this.closing) this.logger.error({ err }, 'model load failed');
+    });
     this.sweepTimer = setInterval(() => this.sweep(), this.config.registry.sweepIntervalMs);
     this.sweepTimer.unref();
   }
 
   onModuleDestroy(): void {
+    this.closing = true;
     clearInterval(this.sweepTimer);
   }
 

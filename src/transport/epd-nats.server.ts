@@ -30,6 +30,18 @@ export class EpdNatsServer extends ServerNats {
     return this.nats.connection();
   }
 
+  /**
+   * Ready only once the server has our subscriptions: without the flush, a request sent
+   * right after start-up can meet "no responders".
+   */
+  override start(callback: (err?: unknown) => void): void {
+    super.start(() => undefined);
+    this.nats
+      .connection()
+      .then((nc) => nc.flush())
+      .then(() => callback(), callback);
+  }
+
   override bindEvents(client: NatsConnection): void {
     const { subjectPrefix, queueGroup } = this.config.nats;
     const rank = this.config.encoder.dpRank;

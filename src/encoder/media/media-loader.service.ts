@@ -55,7 +55,9 @@ export class MediaLoader {
 
   private sizeError(n: number): LoadError | undefined {
     const max = this.config.media.maxBytes;
-    return n > max ? new LoadError(`media is larger than ${max} bytes (EPD_MEDIA_MAX_BYTES)`) : undefined;
+    return n > max
+      ? new LoadError(`media is larger than ${max} bytes (EPD_MEDIA_MAX_BYTES)`)
+      : undefined;
   }
 
   private checkSize(n: number): void {

@@ -1,0 +1,86 @@
+import { Clock } from '../common/clock';
+import { loadConfig } from '../config/config.loader';
+import { ReqStateStore } from './req-state.store';
+
+describe('ReqStateStore', () => {
+  let store: ReqStateStore;
+  const embedding = (bytes: number) => ({
+    data: new Float32Array(bytes / 4),
+    tokens: bytes / 16,
+    dim: 4,
+    dtype: 'float32' as const,
+    bytes,
+  });
+
+  beforeEach(() => {
+    jest.useFakeTimers();
+    const { config } = loadConfig({ EPD_STAGING_MAX_BYTES: '1000', EPD_SEND_TIMEOUT_MS: '5000' });
+    store = new ReqStateStore(config, new Clock());
+  });
+  afterEach(() => jest.useRealTimers());
+
+  it('answers 409 to a second encode of an active req_id, and treats the id after release as new', () => {
+    const s = store.begin('a', 'image', 0, 1);
+    expect(() => store.begin('a', 'image', 0, 1)).toThrow(expect.objectContaining({ code: 409 }));
+    store.finishEncode(s);
+    expect(() => store.begin('a', 'image', 0, 1)).toThrow(expect.objectContaining({ code: 409 }));
+    expect(store.release('a')).toBe('released');
+    expect(() => store.begin('a', 'image', 0, 1)).not.toThrow();
+  });
+
+  it('counts reserved and staged bytes against the budget, 507 beyond it, and frees them on release', () => {
+    const a = store.begin('a', 'image', 0, 1);
+    store.reserve(a, 600);
+    const b = store.begin('b', 'image', 0, 1);
+    expect(() => store.reserve(b, 500)).toThrow(
+      expect.objectContaining({
+        code: 507,
+        message: expect.stringContaining('need 500 bytes, 400 of 1000 free'),
+      }),
+    );
+    store.reserve(b, 400);
+    store.stage(a, embedding(592));
+    expect(store.stats().usedBytes).toBe(992);
+    store.finishEncode(a);
+    store.finishEncode(b);
+    store.release('a');
+    store.release('b');
+    expect(store.stats()).toMatchObject({ usedBytes: 0, states: 0, staged: 0 });
+  });
+
+  it('defers a release that arrives during the encode until the encode ends', () => {
+    const s = store.begin('a', 'image', 0, 1);
+    store.reserve(s, 100);
+    expect(store.release('a')).toBe('deferred');
+    expect(store.release('a')).toBe('deferred');
+    expect(s.releaseRequested).toBe(true);
+    store.finishEncode(s);
+    expect(store.stats()).toMatchObject({ usedBytes: 0, states: 0 });
+  });
+
+  it('leaves a tombstone for a release before the encode; the encode then fails fast, once', () => {
+    expect(store.release('early')).toBe('tombstoned');
+    expect(store.release('early')).toBe('already-tombstoned');
+    expect(() => store.begin('early', 'image', 0, 1)).toThrow(
+      expect.objectContaining({ code: 409, message: 'Encoder request was released: early' }),
+    );
+    expect(store.stats().tombstones).toBe(0);
+    expect(() => store.begin('early', 'image', 0, 1)).not.toThrow();
+  });
+
+  it('expires idle staged embeddings and tombstones after EPD_SEND_TIMEOUT_MS, never an active encode', () => {
+    const staged = store.begin('staged', 'image', 0, 1);
+    store.reserve(staged, 100);
+    store.stage(staged, embedding(96));
+    store.finishEncode(staged);
+    const active = store.begin('active', 'image', 0, 1);
+    store.release('ghost');
+    jest.advanceTimersByTime(5001);
+    expect(store.sweep()).toEqual(['staged']);
+    expect(store.stats()).toMatchObject({ states: 1, usedBytes: 0, tombstones: 0 });
+    store.finishEncode(active);
+    jest.advanceTimersByTime(5001);
+    expect(store.sweep()).toEqual(['active']);
+    expect(store.stats().states).toBe(0);
+  });
+});
