@@ -37,6 +37,8 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-assignment': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/unbound-method': 'off',
+      // expect.objectContaining() and friends are typed any.
+      '@typescript-eslint/no-unsafe-argument': 'off',
     },
   },
 );

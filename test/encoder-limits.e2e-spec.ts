@@ -77,8 +77,8 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
         call(t, 'encode', body('p2', small)),
         call(t, 'encode', body('p3', small)),
       ]);
-      expect(replies[0]!.response).toBeDefined();
-      expect(replies[1]!.response).toBeDefined();
+      expect(replies[0].response).toBeDefined();
+      expect(replies[1].response).toBeDefined();
       for (const r of replies.slice(2)) {
         expect(r.err).toMatchObject({
           code: 503,
