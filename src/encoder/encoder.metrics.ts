@@ -8,13 +8,22 @@ import { ReqStateStore } from './req-state.store';
 type Timings = {
   queue_ms: number;
   load_ms: number;
+  preprocess_wait_ms: number;
   preprocess_ms: number;
   forward_ms: number;
   stage_ms: number;
   total_ms: number;
 };
 
-const STAGES = ['queue', 'load', 'preprocess', 'forward', 'stage', 'total'] as const;
+const STAGES = [
+  'load',
+  'preprocess_wait',
+  'preprocess',
+  'queue',
+  'forward',
+  'stage',
+  'total',
+] as const;
 
 /** Encoder metrics (SGLang's families, `epd_` prefixed). Health probes are not counted. */
 @Injectable()
@@ -42,7 +51,7 @@ export class EncoderMetrics extends OwnedMetrics {
     this.stageSeconds = this.own(
       new Histogram({
         name: 'epd_encoder_stage_seconds',
-        help: 'Per-stage encode latency: queue wait, media load, preprocess, forward, stage, total',
+        help: 'Per-stage encode latency: media load, preprocess pool wait, preprocess, forward queue wait, forward, stage, total',
         labelNames: ['modality', 'stage'],
         buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       }),

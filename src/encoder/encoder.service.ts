@@ -18,6 +18,8 @@ import { ReqStateStore, type ReleaseOutcome } from './req-state.store';
 export interface StageTimings {
   queue_ms: number;
   load_ms: number;
+  /** Waiting for a free preprocessing thread. */
+  preprocess_wait_ms: number;
   preprocess_ms: number;
   forward_ms: number;
   stage_ms: number;
@@ -142,7 +144,9 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     const loadMs = this.clock.elapsed() - loadStart;
     this.checkReleased(state);
 
+    const preStart = this.clock.elapsed();
     const pre = await this.preprocessor.run(req.modality, bytes);
+    const preWall = this.clock.elapsed() - preStart;
     if (!pre.ok) {
       const item = req.mm_items[pre.itemIndex]?.url ?? '';
       throw pre.stage === 'load'
@@ -189,6 +193,7 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     const timings: StageTimings = {
       queue_ms: round(result.queueMs),
       load_ms: round(loadMs),
+      preprocess_wait_ms: round(Math.max(0, preWall - pre.ms)),
       preprocess_ms: round(pre.ms),
       forward_ms: round(result.forwardMs),
       stage_ms: round(stageMs),

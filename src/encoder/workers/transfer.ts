@@ -5,6 +5,8 @@ import Piscina from 'piscina';
  * large Float32Arrays cross the thread boundary for free.
  */
 export function moveOut<T>(value: T, buffers: ArrayBufferLike[]): T {
+  // Called in-process (benchmarks, tests), there is no thread boundary to cross.
+  if (!Piscina.isWorkerThread) return value;
   const transferable = {
     get [Piscina.transferableSymbol]() {
       return buffers;
