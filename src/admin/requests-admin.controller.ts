@@ -3,6 +3,7 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Clock } from '../common/clock';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { EncodeScheduler, type SchedulerStats } from '../encoder/encode-scheduler.service';
+import { DeliveryService, destinationViews, type DestinationView, type SendStatus } from '../encoder/delivery.service';
 import { EncoderService } from '../encoder/encoder.service';
 import { ReqStateStore, type ReleaseOutcome, type StagingStats } from '../encoder/req-state.store';
 import { reqIdSchema } from '../meta-registry/meta.schema';
@@ -19,6 +20,9 @@ interface RequestView {
   dtype: string | null;
   age_ms: number;
   idle_ms: number;
+  receive_count: number | null;
+  acked: number;
+  destinations: DestinationView[];
 }
 
 @ApiTags('admin')
@@ -31,6 +35,7 @@ export class RequestsAdminController {
     private readonly encoder: EncoderService,
     private readonly scheduler: EncodeScheduler,
     private readonly clock: Clock,
+    private readonly delivery: DeliveryService,
   ) {}
 
   /** Requests with state on this worker: encoding or staged, with bytes and ages. */
@@ -51,8 +56,17 @@ export class RequestsAdminController {
         dtype: s.embedding?.dtype ?? null,
         age_ms: now - s.createdAt,
         idle_ms: now - s.lastUsedAt,
+        receive_count: s.receiveCount ?? null,
+        acked: s.ackedCount,
+        destinations: destinationViews(s),
       })),
     };
+  }
+
+  /** One request's delivery status: receive_count, and each destination's outcome and error. */
+  @Get('requests/:req_id')
+  status(@Param('req_id', new ZodPipe(reqIdSchema, 'req_id')) reqId: string): SendStatus {
+    return this.delivery.status(reqId);
   }
 
   /** The same idempotent release as NATS `release`: frees now, defers while encoding, or tombstones. */

@@ -67,6 +67,7 @@ export const encodeRequestSchema = z
         .union([z.number().int().min(1).max(65535), z.array(z.number().int())])
         .nullish(),
       timeout_ms: z.number().int().positive().optional(),
+      deadline_ms: z.number().int().positive().optional(),
     },
     { error: (iss) => `request is not a dict: ${pyType(iss.input)}` },
   )
@@ -99,6 +100,7 @@ export interface EncodeRequest {
   prefill_host?: string | null;
   embedding_port?: number | number[] | null;
   timeout_ms?: number;
+  deadline_ms?: number;
 }
 
 /** Validates before anything is queued; throws a 400 with the first failure's message. */
@@ -131,5 +133,6 @@ export function parseEncodeRequest(body: unknown): EncodeRequest {
     prefill_host: r.prefill_host,
     embedding_port: r.embedding_port,
     timeout_ms: r.timeout_ms,
+    deadline_ms: r.deadline_ms,
   };
 }

@@ -3,6 +3,7 @@ import { ApiBody, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { Observable } from 'rxjs';
 import { Clock } from '../common/clock';
+import { callDeadline } from '../common/deadline';
 import { openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import {
@@ -11,6 +12,13 @@ import {
   type WaitMetadataResponse,
 } from '../meta-registry/meta.schema';
 import { MetadataService } from '../meta-registry/metadata.service';
+import {
+  registerRequestSchema,
+  sendRequestSchema,
+  type RegisterRequest,
+  type SendRequest,
+} from './delivery.schema';
+import { DeliveryService } from './delivery.service';
 import { EncodeRequestPipe } from './encode-request.pipe';
 import { encodeRequestSchema, type EncodeRequest } from './encode-request.schema';
 import { EncoderProbe, type ProbeResult } from './encoder-probe.service';
@@ -37,14 +45,38 @@ export class EncoderHttpController {
     private readonly probe: EncoderProbe,
     private readonly profiler: ProfilerService,
     private readonly clock: Clock,
+    private readonly delivery: DeliveryService,
   ) {}
+
+  private deadline(payload: { timeout_ms?: number; deadline_ms?: number }): number {
+    return callDeadline(payload, this.metadata.maxTimeoutMs, undefined, this.clock.now());
+  }
 
   @Post('encode')
   @HttpCode(200)
   @ApiBody({ schema: openApiSchema(encodeRequestSchema) })
   encode(@Body(EncodeRequestPipe) req: EncodeRequest): Promise<EncodeResponse> {
-    const timeoutMs = Math.min(req.timeout_ms ?? Infinity, this.metadata.maxTimeoutMs);
-    return this.encoder.encode(req, this.clock.now() + timeoutMs);
+    return this.encoder.encode(req, this.deadline(req));
+  }
+
+  /** SGLang's /send: deliver the staged embedding, answer after the receiver's ack. */
+  @Post('send')
+  @HttpCode(200)
+  @ApiBody({ schema: openApiSchema(sendRequestSchema) })
+  send(
+    @Body(new ZodPipe(sendRequestSchema, 'send request')) req: SendRequest,
+  ): Promise<{ req_id: string; bytes: number; acked: true }> {
+    return this.delivery.send(req, this.deadline(req));
+  }
+
+  /** SGLang's destination registration (zmq_to_scheduler): `{req_id, receive_url, receive_count}`. */
+  @Post('scheduler_receive_url')
+  @HttpCode(200)
+  @ApiBody({ schema: openApiSchema(registerRequestSchema) })
+  register(
+    @Body(new ZodPipe(registerRequestSchema, 'scheduler_receive_url request')) req: RegisterRequest,
+  ): Promise<null> {
+    return this.delivery.register(req, this.deadline(req));
   }
 
   /** Blocks until the metadata of `req_id` is published; 504 "encode metadata not ready". */

@@ -12,8 +12,10 @@ import { EncoderMetrics } from './encoder.metrics';
 import { MediaLoader } from './media/media-loader.service';
 import type { PreprocessOk } from './preprocess/preprocess.types';
 import { Preprocessor } from './preprocess/preprocessor.service';
+import { DeliveryService, type DestinationView } from './delivery.service';
 import { ProfilerService } from './profiler.service';
 import { ReqStateStore, type ReleaseOutcome } from './req-state.store';
+import { RequestLifecycle } from './request-lifecycle.service';
 
 export interface StageTimings {
   queue_ms: number;
@@ -34,9 +36,19 @@ export interface EncodeResponse {
   embedding_len: number;
   embedding_dim: number;
   timings: StageTimings;
+  /** Present when the embedding was pushed: to `prefill_host:embedding_port`, or to registered destinations. */
+  destinations?: DestinationView[];
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
+
+/**
+ * A delivery failure after staging: the embedding is good and stays staged (receivers may
+ * retry with `send`), so the encode fails without publishing {error} or freeing it.
+ */
+class DeliveryFailedAfterStage {
+  constructor(readonly error: unknown) {}
+}
 
 /**
  * The encode pipeline: admit → load → preprocess (worker threads) → publish metadata →
@@ -63,6 +75,8 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     private readonly registry: MetaRegistry,
     private readonly metrics: EncoderMetrics,
     private readonly profiler: ProfilerService,
+    private readonly delivery: DeliveryService,
+    private readonly lifecycle: RequestLifecycle,
   ) {
     this.bytesPerValue = config.encoder.stagingDtype === 'float16' ? 2 : 4;
   }
@@ -118,8 +132,10 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
       this.metrics.request(req.modality, 'success');
       this.profiler.step();
       return response;
-    } catch (err) {
+    } catch (caught) {
       this.metrics.request(req.modality, 'error');
+      if (caught instanceof DeliveryFailedAfterStage) throw caught.error;
+      const err = caught;
       const message = err instanceof MMError ? err.message : 'internal error';
       await this.publishError(req, message);
       this.states.drop(state);
@@ -190,6 +206,14 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     );
     const stageMs = this.clock.elapsed() - stageStart;
 
+    const port = Array.isArray(req.embedding_port) ? req.embedding_port[0] : req.embedding_port;
+    const target = req.prefill_host && port ? { host: req.prefill_host, port } : undefined;
+    const destinations = await this.delivery
+      .afterStage(state, target, deadline)
+      .catch((err: unknown) => {
+        throw new DeliveryFailedAfterStage(err);
+      });
+
     const timings: StageTimings = {
       queue_ms: round(result.queueMs),
       load_ms: round(loadMs),
@@ -208,6 +232,7 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
       embedding_len: pre.tokens,
       embedding_dim: dim,
       timings,
+      ...(destinations ? { destinations } : {}),
     };
   }
 
@@ -230,17 +255,9 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  /**
-   * The single release path for a req_id: frees its staged embedding (or defers until its
-   * encode ends, or leaves a tombstone) and drops its metadata, except an `{error}` entry,
-   * which stays readable for waiters until its TTL.
-   */
-  async release(reqId: string): Promise<ReleaseOutcome> {
-    const outcome = this.states.release(reqId);
-    const entry = await this.registry.get(reqId);
-    if (entry && !('error' in entry.metadata) && outcome !== 'deferred')
-      await this.registry.discard(reqId);
-    return outcome;
+  /** See RequestLifecycle.release: the one idempotent release path. */
+  release(reqId: string): Promise<ReleaseOutcome> {
+    return this.lifecycle.release(reqId);
   }
 
   private sweep(): void {

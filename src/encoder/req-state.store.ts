@@ -4,6 +4,7 @@ import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import type { StagingDtype } from './backend/forward.types';
 import type { Modality } from './encode-request.schema';
+import type { Endpoint } from '../transfer/embedding-transport';
 
 export interface StagedEmbedding {
   data: Float32Array | Uint16Array;
@@ -13,10 +14,35 @@ export interface StagedEmbedding {
   bytes: number;
 }
 
+export type DestinationStatus = 'pending' | 'sending' | 'acked' | 'failed';
+
+/** One receiver of this request's embedding, keyed by `host:port`. */
+export interface Destination {
+  endpoint: Endpoint;
+  key: string;
+  status: DestinationStatus;
+  /** How it became a destination: registered (pushed to) or asked with `send`. */
+  source: 'registered' | 'send' | 'encode';
+  deliveries: number;
+  /** Bytes of the last acked delivery. */
+  bytes?: number;
+  error?: string;
+  /** The delivery in flight, shared by concurrent requests for the same destination. */
+  inflight?: Promise<void>;
+}
+
 /** Lifecycle state of one active req_id on this worker (DESIGN.md §8). */
 export class ReqState {
   activeEncodes = 0;
+  activeSends = 0;
   releaseRequested = false;
+  /** Fixed by the first registration (or send) that names it. */
+  receiveCount?: number;
+  readonly destinations = new Map<string, Destination>();
+  /** Settles when the embedding is staged (resolves) or the state is dropped first (rejects). */
+  readonly ready: Promise<void>;
+  private settleReady!: { resolve(): void; reject(e: Error): void };
+  private readySettled = false;
   /** Bytes held against EPD_STAGING_MAX_BYTES: reserved before the forward, then staged. */
   heldBytes = 0;
   embedding?: StagedEmbedding;
@@ -30,11 +56,39 @@ export class ReqState {
     readonly createdAt: number,
   ) {
     this.lastUsedAt = createdAt;
+    this.ready = new Promise<void>((resolve, reject) => (this.settleReady = { resolve, reject }));
+    this.ready.catch(() => undefined); // nobody may be waiting
+  }
+
+  markReady(): void {
+    if (this.readySettled) return;
+    this.readySettled = true;
+    this.settleReady.resolve();
+  }
+
+  markGone(reason: Error): void {
+    if (this.readySettled) return;
+    this.readySettled = true;
+    this.settleReady.reject(reason);
+  }
+
+  get ackedCount(): number {
+    let n = 0;
+    for (const d of this.destinations.values()) if (d.status === 'acked') n++;
+    return n;
   }
 }
 
 /** Tombstones are tiny, but a flood of releases for unknown ids must not grow memory without bound. */
 const MAX_TOMBSTONES = 100_000;
+/** Ids released recently, so a late registration is told "not active" at once. */
+const MAX_RECENTLY_RELEASED = 100_000;
+
+function boundedSet(map: Map<string, number>, key: string, until: number, max: number): void {
+  map.delete(key);
+  if (map.size >= max) map.delete(map.keys().next().value!);
+  map.set(key, until);
+}
 
 export type ReleaseOutcome = 'released' | 'deferred' | 'tombstoned' | 'already-tombstoned';
 
@@ -44,6 +98,8 @@ export interface StagingStats {
   usedBytes: number;
   maxBytes: number;
   tombstones: number;
+  recentlyReleased: number;
+  startWaiters: number;
 }
 
 /**
@@ -57,6 +113,10 @@ export class ReqStateStore {
   private readonly states = new Map<string, ReqState>();
   /** Releases that arrived before their encode: req_id → expiry (epoch ms). */
   private readonly tombstones = new Map<string, number>();
+  /** States released (or expired) recently: req_id → expiry (epoch ms). */
+  private readonly recentlyReleased = new Map<string, number>();
+  /** Registrations waiting for an encode to start: req_id → resolvers. */
+  private readonly startWaiters = new Map<string, Set<(s: ReqState) => void>>();
   private usedBytes = 0;
 
   constructor(
@@ -71,7 +131,42 @@ export class ReqStateStore {
     const state = new ReqState(reqId, modality, partIdx, numParts, this.clock.now());
     state.activeEncodes = 1;
     this.states.set(reqId, state);
+    this.recentlyReleased.delete(reqId);
+    const waiters = this.startWaiters.get(reqId);
+    if (waiters) {
+      this.startWaiters.delete(reqId);
+      for (const w of waiters) w(state);
+    }
     return state;
+  }
+
+  /** True when the req_id was released (or tombstoned) recently: registrations for it are refused. */
+  wasReleased(reqId: string): boolean {
+    return this.tombstones.has(reqId) || this.recentlyReleased.has(reqId);
+  }
+
+  /** Waits (up to `deadline`) for an encode of `reqId` to start; undefined on timeout. */
+  waitForStart(reqId: string, deadline: number): Promise<ReqState | undefined> {
+    const existing = this.states.get(reqId);
+    if (existing) return Promise.resolve(existing);
+    return new Promise((resolve) => {
+      const set = this.startWaiters.get(reqId) ?? new Set();
+      this.startWaiters.set(reqId, set);
+      const done = (s: ReqState | undefined) => {
+        clearTimeout(timer);
+        set.delete(done);
+        if (set.size === 0 && this.startWaiters.get(reqId) === set) this.startWaiters.delete(reqId);
+        resolve(s);
+      };
+      const timer = setTimeout(() => done(undefined), Math.max(0, deadline - this.clock.now()));
+      set.add(done);
+    });
+  }
+
+  get startWaiterCount(): number {
+    let n = 0;
+    for (const s of this.startWaiters.values()) n += s.size;
+    return n;
   }
 
   get(reqId: string): ReqState | undefined {
@@ -95,30 +190,35 @@ export class ReqStateStore {
     state.heldBytes = embedding.bytes;
     state.embedding = embedding;
     state.lastUsedAt = this.clock.now();
+    state.markReady();
+  }
+
+  /** Ends a send; applies a release that was requested while it ran. */
+  finishSend(state: ReqState): void {
+    state.activeSends = Math.max(0, state.activeSends - 1);
+    state.lastUsedAt = this.clock.now();
+    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0) this.drop(state);
   }
 
   /** Ends the encode; applies a release that was requested while it ran. */
   finishEncode(state: ReqState): void {
     state.activeEncodes = Math.max(0, state.activeEncodes - 1);
-    if (state.releaseRequested && state.activeEncodes === 0) this.drop(state);
+    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0) this.drop(state);
   }
 
   /**
-   * The one release path, idempotent. While an encode is active the release is deferred
-   * (the scheduler skips the work if it has not run yet); for an unknown req_id a
+   * The one release path, idempotent. While an encode or a send is active the release is
+   * deferred (the scheduler skips the work if it has not run yet); for an unknown req_id a
    * tombstone makes a later encode of it fail fast instead of staging what nobody wants.
    */
   release(reqId: string): ReleaseOutcome {
     const state = this.states.get(reqId);
     if (!state) {
       if (this.tombstones.has(reqId)) return 'already-tombstoned';
-      if (this.tombstones.size >= MAX_TOMBSTONES) {
-        this.tombstones.delete(this.tombstones.keys().next().value!);
-      }
-      this.tombstones.set(reqId, this.clock.now() + this.config.timeouts.sendTimeoutMs);
+      boundedSet(this.tombstones, reqId, this.clock.now() + this.config.timeouts.sendTimeoutMs, MAX_TOMBSTONES);
       return 'tombstoned';
     }
-    if (state.activeEncodes > 0) {
+    if (state.activeEncodes > 0 || state.activeSends > 0) {
       state.releaseRequested = true;
       return 'deferred';
     }
@@ -133,6 +233,9 @@ export class ReqStateStore {
     this.usedBytes -= state.heldBytes;
     state.heldBytes = 0;
     state.embedding = undefined;
+    state.releaseRequested = true;
+    state.markGone(new Error(`Encoder request was released: ${state.reqId}`));
+    boundedSet(this.recentlyReleased, state.reqId, this.clock.now() + this.config.timeouts.sendTimeoutMs, MAX_RECENTLY_RELEASED);
   }
 
   /** Releases states idle for longer than EPD_SEND_TIMEOUT_MS and drops expired tombstones. */
@@ -141,12 +244,16 @@ export class ReqStateStore {
     const ttl = this.config.timeouts.sendTimeoutMs;
     const expired: string[] = [];
     for (const state of this.states.values()) {
-      if (state.activeEncodes === 0 && now - state.lastUsedAt > ttl) {
+      if (state.activeEncodes === 0 && state.activeSends === 0 && now - state.lastUsedAt > ttl) {
         this.drop(state);
         expired.push(state.reqId);
       }
     }
     for (const [reqId, until] of this.tombstones) if (until <= now) this.tombstones.delete(reqId);
+    for (const [reqId, until] of this.recentlyReleased) {
+      if (until > now) break; // insertion order is expiry order
+      this.recentlyReleased.delete(reqId);
+    }
     return expired;
   }
 
@@ -163,6 +270,8 @@ export class ReqStateStore {
       usedBytes: this.usedBytes,
       maxBytes: this.config.encoder.stagingMaxBytes,
       tombstones: this.tombstones.size,
+      recentlyReleased: this.recentlyReleased.size,
+      startWaiters: this.startWaiterCount,
     };
   }
 }

@@ -12,7 +12,7 @@ import {
   type WaitMetadataRequest,
   type WaitMetadataResponse,
 } from '../meta-registry/meta.schema';
-import { callTimeoutMs } from './deadline';
+import { callTimeoutMs } from '../common/deadline';
 import { DpType } from './subjects';
 
 /** NATS handlers for the metadata dp_types; each is one call into MetadataService. */

@@ -6,6 +6,7 @@ export const DpType = {
   HasMetadata: 'has_metadata',
   RegisterDestinations: 'register_destinations',
   Send: 'send',
+  SendStatus: 'send_status',
   Release: 'release',
   HealthEncode: 'health_encode',
   StartProfile: 'start_profile',

@@ -1,0 +1,215 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { Errors } from '../common/errors/error-catalogue';
+import { MMError } from '../common/errors/mm-error';
+import { AppConfig } from '../config/app-config';
+import { EmbeddingTransport, endpointKey, parseEndpoint, type Endpoint } from '../transfer/embedding-transport';
+import type { FrameHeader } from '../transfer/frame';
+import type { RegisterRequest, SendRequest } from './delivery.schema';
+import { ReqStateStore, type Destination, type ReqState } from './req-state.store';
+import { RequestLifecycle } from './request-lifecycle.service';
+
+/** Distinct destinations one request may have when no receive_count bounds it. */
+const MAX_DESTINATIONS = 1024;
+
+export interface DestinationView {
+  endpoint: string;
+  status: Destination['status'];
+  source: Destination['source'];
+  deliveries: number;
+  bytes?: number;
+  error?: string;
+}
+
+export interface SendStatus {
+  req_id: string;
+  state: 'encoding' | 'staged' | 'release-pending';
+  receive_count: number | null;
+  acked: number;
+  destinations: DestinationView[];
+}
+
+export function destinationViews(state: ReqState): DestinationView[] {
+  return [...state.destinations.values()].map((d) => ({
+    endpoint: d.key,
+    status: d.status,
+    source: d.source,
+    deliveries: d.deliveries,
+    ...(d.bytes !== undefined ? { bytes: d.bytes } : {}),
+    ...(d.error ? { error: d.error } : {}),
+  }));
+}
+
+/**
+ * Getting staged embeddings to the receivers that need them, and never claiming a
+ * delivery that did not happen:
+ * - `send` delivers to the caller's endpoint once the embedding is ready (waiting for it
+ *   if the encode is still running) and answers only after the receiver's ack;
+ * - `register_destinations` adds a receiver, which is pushed to as soon as the embedding
+ *   is ready;
+ * - completion is counted per distinct destination (`host:port`): a retry from the same
+ *   one is delivered again if asked, but never counted twice, and concurrent requests for
+ *   the same destination share one delivery;
+ * - when `receive_count` distinct destinations have acked, the request is released.
+ * Without a receive_count the embedding stays until EPD_SEND_TIMEOUT_MS or an explicit
+ * release; a failed delivery likewise keeps it, so the receiver can retry.
+ */
+@Injectable()
+export class DeliveryService {
+  private readonly logger = new Logger('Delivery');
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+    private readonly states: ReqStateStore,
+    private readonly transport: EmbeddingTransport,
+    private readonly lifecycle: RequestLifecycle,
+  ) {}
+
+  async send(req: SendRequest, deadline: number): Promise<{ req_id: string; bytes: number; acked: true }> {
+    const state = this.states.get(req.req_id);
+    if (!state) throw Errors.noStagedEmbedding(req.req_id);
+    if (state.releaseRequested) throw Errors.releasedDuringEncode(req.req_id);
+    if (req.receive_count !== undefined) this.fixReceiveCount(state, req.receive_count);
+    const port = Array.isArray(req.embedding_port) ? req.embedding_port[0]! : req.embedding_port;
+    const dest = this.destination(state, { host: req.prefill_host, port }, 'send');
+    await this.deliver(state, dest, deadline, req);
+    return { req_id: req.req_id, bytes: dest.bytes ?? 0, acked: true };
+  }
+
+  async register(req: RegisterRequest, deadline: number): Promise<null> {
+    const endpoint = parseEndpoint(req.receive_url);
+    if (!endpoint) throw Errors.invalidReceiveUrl(req.receive_url, req.req_id);
+    let state = this.states.get(req.req_id);
+    if (!state) {
+      if (this.states.wasReleased(req.req_id)) throw Errors.notActive(req.req_id);
+      state = await this.states.waitForStart(req.req_id, deadline);
+      if (!state) throw Errors.startTimeout(req.req_id);
+    }
+    if (state.releaseRequested) throw Errors.notActive(req.req_id);
+    this.fixReceiveCount(state, req.receive_count);
+    const key = endpointKey(endpoint);
+    if (state.destinations.has(key)) return null; // URLs accumulate as a set
+    const dest = this.destination(state, endpoint, 'registered');
+    // Pushed as soon as the embedding is ready; bounded by the staging TTL, not the caller.
+    const pushDeadline = state.createdAt + this.config.timeouts.sendTimeoutMs;
+    this.deliver(state, dest, pushDeadline).catch((err: unknown) =>
+      this.logger.warn({ req_id: req.req_id, endpoint: key, err: (err as Error).message }, 'push to registered destination failed'),
+    );
+    return null;
+  }
+
+  /**
+   * After staging: the tokenizer-mode push (endpoint named in the encode request), then,
+   * if destinations registered with a receive_count, wait until that many have acked.
+   * Any failure is an error: never a silent 200 for a delivery that did not happen.
+   */
+  async afterStage(state: ReqState, target: Endpoint | undefined, deadline: number): Promise<DestinationView[] | undefined> {
+    if (target) {
+      if (state.receiveCount === undefined) state.receiveCount = 1;
+      await this.deliver(state, this.destination(state, target, 'encode'), deadline);
+    }
+    if (state.receiveCount === undefined) return target ? destinationViews(state) : undefined;
+    const pending = [...state.destinations.values()].map((d) => d.inflight).filter((p) => p !== undefined);
+    await Promise.allSettled(pending);
+    const views = destinationViews(state);
+    const failed = views.filter((v) => v.status === 'failed');
+    if (failed.length > 0) {
+      throw Errors.deliveryIncomplete(state.reqId, failed.map((f) => `${f.endpoint}: ${f.error}`).join('; '));
+    }
+    return views;
+  }
+
+  status(reqId: string): SendStatus {
+    const state = this.states.get(reqId);
+    if (!state) throw Errors.unknownReqId(reqId);
+    return {
+      req_id: reqId,
+      state: state.releaseRequested ? 'release-pending' : state.embedding ? 'staged' : 'encoding',
+      receive_count: state.receiveCount ?? null,
+      acked: state.ackedCount,
+      destinations: destinationViews(state),
+    };
+  }
+
+  private fixReceiveCount(state: ReqState, count: number): void {
+    if (state.receiveCount === undefined) state.receiveCount = count;
+    else if (state.receiveCount !== count) throw Errors.inconsistentReceiveCount(state.reqId, state.receiveCount, count);
+  }
+
+  private destination(state: ReqState, endpoint: Endpoint, source: Destination['source']): Destination {
+    const key = endpointKey(endpoint);
+    const existing = state.destinations.get(key);
+    if (existing) return existing;
+    const max = state.receiveCount ?? MAX_DESTINATIONS;
+    if (state.destinations.size >= max) throw Errors.tooManyDestinations(state.reqId, max);
+    const dest: Destination = { endpoint, key, status: 'pending', source, deliveries: 0 };
+    state.destinations.set(key, dest);
+    return dest;
+  }
+
+  /** One delivery to one destination; concurrent callers for the same destination share it. */
+  private deliver(state: ReqState, dest: Destination, deadline: number, req?: SendRequest): Promise<void> {
+    dest.inflight ??= this.deliverOnce(state, dest, deadline, req).finally(() => {
+      dest.inflight = undefined;
+    });
+    return dest.inflight;
+  }
+
+  private async deliverOnce(state: ReqState, dest: Destination, deadline: number, req?: SendRequest): Promise<void> {
+    state.activeSends++;
+    dest.status = 'sending';
+    try {
+      await this.ready(state, deadline);
+      const emb = state.embedding;
+      if (!emb || state.releaseRequested) throw Errors.releasedDuringEncode(state.reqId);
+      const header: FrameHeader = {
+        req_id: state.reqId,
+        part_idx: state.partIdx,
+        num_parts: state.numParts,
+        shape: [emb.tokens, emb.dim],
+        dtype: emb.dtype,
+        byte_length: emb.bytes,
+        session_id: req?.session_id != null ? String(req.session_id) : null,
+        buffer_address: req?.buffer_address ?? null,
+      };
+      const payload = new Uint8Array(emb.data.buffer, emb.data.byteOffset, emb.data.byteLength);
+      try {
+        await this.transport.send(dest.endpoint, header, payload, deadline);
+      } catch (err) {
+        throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
+      }
+      dest.deliveries++;
+      dest.bytes = emb.bytes;
+      dest.status = 'acked';
+      dest.error = undefined;
+    } catch (err) {
+      dest.status = 'failed';
+      dest.error = (err as Error).message;
+      throw err;
+    } finally {
+      this.states.finishSend(state);
+    }
+    if (state.receiveCount !== undefined && state.ackedCount >= state.receiveCount) {
+      await this.lifecycle.release(state.reqId);
+    }
+  }
+
+  private async ready(state: ReqState, deadline: number): Promise<void> {
+    if (state.embedding) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        state.ready,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(Errors.embeddingWaitTimeout(state.reqId)), Math.max(0, deadline - this.clock.now()));
+        }),
+      ]);
+    } catch (err) {
+      if (err instanceof MMError) throw err;
+      throw Errors.releasedDuringEncode(state.reqId);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,22 @@
+import type { Ack, FrameHeader } from './frame';
+
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+export const endpointKey = (e: Endpoint) => `${e.host}:${e.port}`;
+
+/** Parses `host:port` or `tcp://host:port` (IPv6 as `[::1]:port`). */
+export function parseEndpoint(value: string): Endpoint | undefined {
+  const m = /^(?:tcp:\/\/)?(\[[^\]]+\]|[^:/\s]+):(\d{1,5})\/?$/.exec(value.trim());
+  if (!m) return undefined;
+  const port = Number(m[2]);
+  if (port < 1 || port > 65535) return undefined;
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+/** Delivers one frame and resolves with the receiver's ack (DI token; TCP in production, fakes in tests). */
+export abstract class EmbeddingTransport {
+  abstract send(endpoint: Endpoint, header: FrameHeader, payload: Uint8Array, deadline: number): Promise<Ack>;
+}

@@ -1,0 +1,55 @@
+/**
+ * The data-plane frame (DESIGN.md §7): a 4-byte big-endian header length, a JSON header,
+ * then `byte_length` raw little-endian bytes. The receiver answers each frame with one
+ * JSON line: `{"req_id", "ok": true}` or `{"ok": false, "error"}`.
+ */
+export type WireDtype = 'float32' | 'float16';
+
+export interface FrameHeader {
+  req_id: string;
+  part_idx: number;
+  num_parts: number;
+  shape: number[];
+  dtype: WireDtype;
+  byte_length: number;
+  session_id: string | null;
+  buffer_address: string | number | null;
+  error_msg?: string;
+  error_code?: number;
+}
+
+export interface Ack {
+  req_id?: string;
+  ok: boolean;
+  error?: string;
+}
+
+export const DTYPE_BYTES: Readonly<Record<WireDtype, number>> = { float32: 4, float16: 2 };
+
+/** Refuse absurd headers before allocating anything for them. */
+export const MAX_HEADER_BYTES = 64 * 1024;
+
+export function encodeHeader(header: FrameHeader): Buffer {
+  const json = Buffer.from(JSON.stringify(header), 'utf8');
+  const out = Buffer.allocUnsafe(4 + json.length);
+  out.writeUInt32BE(json.length, 0);
+  json.copy(out, 4);
+  return out;
+}
+
+/** Why a header is not acceptable, or undefined when it is. */
+export function validateHeader(h: unknown): string | undefined {
+  if (typeof h !== 'object' || h === null) return 'header is not a JSON object';
+  const f = h as Partial<FrameHeader>;
+  if (typeof f.req_id !== 'string' || !f.req_id) return 'header.req_id must be a non-empty string';
+  if (!Array.isArray(f.shape) || !f.shape.every((d) => Number.isInteger(d) && d >= 0)) {
+    return 'header.shape must be a list of non-negative integers';
+  }
+  if (f.dtype !== 'float32' && f.dtype !== 'float16') return `unsupported dtype ${String(f.dtype)}`;
+  if (!Number.isInteger(f.byte_length) || (f.byte_length ?? -1) < 0) return 'header.byte_length must be a non-negative integer';
+  const expected = f.shape.reduce((n, d) => n * d, 1) * DTYPE_BYTES[f.dtype];
+  if (f.error_msg === undefined && expected !== f.byte_length) {
+    return `byte_length ${f.byte_length} does not match shape [${f.shape.join(', ')}] of ${f.dtype} (${expected} bytes)`;
+  }
+  return undefined;
+}

@@ -1,0 +1,167 @@
+import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { connect, type Socket } from 'node:net';
+import { EmbeddingTransport, endpointKey, type Endpoint } from './embedding-transport';
+import { encodeHeader, type Ack, type FrameHeader } from './frame';
+
+export class TransferError extends Error {}
+
+interface Pending {
+  reqId: string;
+  resolve(ack: Ack): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+/** One reused connection to one receiver. Frames pipeline; acks come back in order. */
+class Connection {
+  readonly pending: Pending[] = [];
+  private lineBuf = '';
+  lastUsed = Date.now();
+  closed = false;
+
+  constructor(
+    readonly key: string,
+    readonly socket: Socket,
+    private readonly onClose: (c: Connection) => void,
+  ) {
+    socket.setNoDelay(true);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => this.onData(chunk));
+    socket.on('error', (err) => this.fail(new TransferError(`connection to ${key} failed: ${err.message}`)));
+    socket.on('close', () => this.fail(new TransferError(`receiver ${key} closed the connection before acking`)));
+  }
+
+  send(header: FrameHeader, payload: Uint8Array, timeoutMs: number): Promise<Ack> {
+    this.lastUsed = Date.now();
+    return new Promise<Ack>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        // The stream position is unknown after a timeout: drop the connection, and with it every frame in flight.
+        this.fail(new TransferError(`no ack from ${this.key} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.push({ reqId: header.req_id, resolve, reject, timer });
+      this.socket.cork();
+      this.socket.write(encodeHeader(header));
+      // Written straight from the staged memory: a view, not a copy.
+      if (payload.byteLength > 0) this.socket.write(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength));
+      this.socket.uncork();
+    });
+  }
+
+  private onData(chunk: string): void {
+    this.lineBuf += chunk;
+    for (let nl = this.lineBuf.indexOf('\n'); nl >= 0; nl = this.lineBuf.indexOf('\n')) {
+      const line = this.lineBuf.slice(0, nl).trim();
+      this.lineBuf = this.lineBuf.slice(nl + 1);
+      if (!line) continue;
+      const p = this.pending.shift();
+      if (!p) return this.fail(new TransferError(`unexpected ack from ${this.key}: ${line.slice(0, 200)}`));
+      clearTimeout(p.timer);
+      let ack: Ack;
+      try {
+        ack = JSON.parse(line) as Ack;
+      } catch {
+        p.reject(new TransferError(`malformed ack from ${this.key}: ${line.slice(0, 200)}`));
+        return this.fail(new TransferError(`malformed ack stream from ${this.key}`));
+      }
+      if (ack.ok === true) p.resolve(ack);
+      else p.reject(new TransferError(`receiver ${this.key} refused req_id=${p.reqId}: ${ack.error ?? 'no reason given'}`));
+    }
+    if (this.lineBuf.length > 64 * 1024) this.fail(new TransferError(`ack line from ${this.key} too long`));
+  }
+
+  fail(err: Error): void {
+    if (!this.closed) {
+      this.closed = true;
+      this.socket.destroy();
+      this.onClose(this);
+    }
+    for (const p of this.pending.splice(0)) {
+      clearTimeout(p.timer);
+      p.reject(err);
+    }
+  }
+}
+
+const MAX_CONNECTIONS = 256;
+const IDLE_MS = 30_000;
+
+/**
+ * The TCP data plane. Connections are reused per endpoint (at most 256, evicted when idle
+ * for 30 s, on error, and least-recently-used first when full); frames to one endpoint
+ * pipeline on its connection, and a send resolves only with the receiver's ack.
+ */
+@Injectable()
+export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDestroy {
+  private readonly logger = new Logger('TcpSender');
+  private readonly pool = new Map<string, Connection>();
+  private readonly connecting = new Map<string, Promise<Connection>>();
+  private readonly sweepTimer: NodeJS.Timeout;
+
+  constructor() {
+    super();
+    this.sweepTimer = setInterval(() => this.evictIdle(), 5_000);
+    this.sweepTimer.unref();
+  }
+
+  async send(endpoint: Endpoint, header: FrameHeader, payload: Uint8Array, deadline: number): Promise<Ack> {
+    const timeoutMs = Math.max(1, deadline - Date.now());
+    const conn = await this.connection(endpoint, timeoutMs);
+    return conn.send(header, payload, Math.max(1, deadline - Date.now()));
+  }
+
+  get openConnections(): number {
+    return this.pool.size;
+  }
+
+  private connection(endpoint: Endpoint, timeoutMs: number): Promise<Connection> {
+    const key = endpointKey(endpoint);
+    const existing = this.pool.get(key);
+    if (existing && !existing.closed) return Promise.resolve(existing);
+    const inflight = this.connecting.get(key);
+    if (inflight) return inflight;
+    const opening = new Promise<Connection>((resolve, reject) => {
+      const socket = connect({ host: endpoint.host, port: endpoint.port });
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new TransferError(`could not connect to ${key} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        socket.removeAllListeners('error');
+        if (this.pool.size >= MAX_CONNECTIONS) this.evictOldest();
+        const conn = new Connection(key, socket, (c) => {
+          if (this.pool.get(c.key) === c) this.pool.delete(c.key);
+        });
+        this.pool.set(key, conn);
+        resolve(conn);
+      });
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        reject(new TransferError(`could not connect to ${key}: ${err.message}`));
+      });
+    }).finally(() => this.connecting.delete(key));
+    this.connecting.set(key, opening);
+    return opening;
+  }
+
+  private evictIdle(): void {
+    const now = Date.now();
+    for (const conn of this.pool.values()) {
+      if (conn.pending.length === 0 && now - conn.lastUsed > IDLE_MS) conn.fail(new TransferError('idle'));
+    }
+  }
+
+  private evictOldest(): void {
+    let oldest: Connection | undefined;
+    for (const c of this.pool.values()) if (c.pending.length === 0 && (!oldest || c.lastUsed < oldest.lastUsed)) oldest = c;
+    if (oldest) {
+      this.logger.debug({ endpoint: oldest.key }, 'evicting least recently used connection');
+      oldest.fail(new TransferError('evicted'));
+    }
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.sweepTimer);
+    for (const c of [...this.pool.values()]) c.fail(new TransferError('shutting down'));
+  }
+}
