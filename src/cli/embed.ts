@@ -1,0 +1,64 @@
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { InferenceSession, Tensor } from 'onnxruntime-node';
+import { referenceModelPaths } from '../encoder/backend/model-paths';
+import { AUDIO_FRAME, PATCH_DIM } from '../encoder/backend/reference-models';
+import { MODALITIES, type Modality } from '../encoder/encode-request.schema';
+import preprocess from '../encoder/preprocess/preprocess.worker';
+import { npyHeader } from '../transfer/npy';
+
+const USAGE = `usage: epd-embed <file>... [--modality image|video|audio] [--model PATH] [--min-pixels N] [--max-pixels N] [--npy OUT]
+
+Computes, without the service, the embedding the encoder produces for these media: the
+same preprocessing, then one bare ONNX Runtime forward. Prints {shape, grids, tokens,
+sha256} (sha256 of the float32 little-endian bytes); --npy also writes the array. Use it
+to check what a receiver got, or to debug a model.`;
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      modality: { type: 'string', default: 'image' },
+      model: { type: 'string' },
+      'min-pixels': { type: 'string', default: '3136' },
+      'max-pixels': { type: 'string', default: '1003520' },
+      npy: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help || positionals.length === 0) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(values.help ? 0 : 2);
+  }
+  const modality = values.modality as Modality;
+  if (!(MODALITIES as readonly string[]).includes(modality)) throw new Error(`unsupported modality: ${modality}`);
+  const pre = await preprocess({
+    modality,
+    items: positionals.map((f) => readFileSync(f)),
+    minPixels: Number(values['min-pixels']),
+    maxPixels: Number(values['max-pixels']),
+    maxVideoFrames: 64,
+  });
+  if (!pre.ok) throw new Error(`${pre.stage} failed for item ${pre.itemIndex}: ${pre.message}`);
+  const paths = referenceModelPaths();
+  const session = await InferenceSession.create(values.model ?? (pre.kind === 'vision' ? paths.vision : paths.audio));
+  const width = pre.kind === 'vision' ? PATCH_DIM : AUDIO_FRAME;
+  const feeds: Record<string, Tensor> = { [session.inputNames[0]!]: new Tensor('float32', pre.data, [pre.rows, width]) };
+  if (pre.kind === 'vision' && session.inputNames[1]) {
+    feeds[session.inputNames[1]] = new Tensor('int64', BigInt64Array.from(pre.grids.flat().map(BigInt)), [pre.grids.length, 3]);
+  }
+  const out = (await session.run(feeds))[session.outputNames[0]!]!;
+  const data = out.data as Float32Array;
+  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const shape = out.dims.map(Number);
+  if (values.npy) writeFileSync(values.npy, Buffer.concat([npyHeader(shape, 'float32'), bytes]));
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  process.stdout.write(`${JSON.stringify({ shape, grids: pre.grids, tokens: pre.tokens, sha256 })}\n`);
+  await session.release();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`epd-embed: ${(err as Error).message}\n`);
+  process.exit(1);
+});
