@@ -46,8 +46,10 @@ const round = (ms: number) => Math.round(ms * 1000) / 1000;
  * A delivery failure after staging: the embedding is good and stays staged (receivers may
  * retry with `send`), so the encode fails without publishing {error} or freeing it.
  */
-class DeliveryFailedAfterStage {
-  constructor(readonly error: unknown) {}
+class DeliveryFailedAfterStage extends Error {
+  constructor(readonly error: unknown) {
+    super('delivery failed after staging');
+  }
 }
 
 /**
