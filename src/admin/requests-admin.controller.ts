@@ -3,7 +3,12 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Clock } from '../common/clock';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { EncodeScheduler, type SchedulerStats } from '../encoder/encode-scheduler.service';
-import { DeliveryService, destinationViews, type DestinationView, type SendStatus } from '../encoder/delivery.service';
+import {
+  DeliveryService,
+  destinationViews,
+  type DestinationView,
+  type SendStatus,
+} from '../encoder/delivery.service';
 import { EncoderService } from '../encoder/encoder.service';
 import { ReqStateStore, type ReleaseOutcome, type StagingStats } from '../encoder/req-state.store';
 import { reqIdSchema } from '../meta-registry/meta.schema';

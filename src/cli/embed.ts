@@ -32,7 +32,8 @@ async function main(): Promise<void> {
     process.exit(values.help ? 0 : 2);
   }
   const modality = values.modality as Modality;
-  if (!(MODALITIES as readonly string[]).includes(modality)) throw new Error(`unsupported modality: ${modality}`);
+  if (!(MODALITIES as readonly string[]).includes(modality))
+    throw new Error(`unsupported modality: ${modality}`);
   const pre = await preprocess({
     modality,
     items: positionals.map((f) => readFileSync(f)),
@@ -42,11 +43,19 @@ async function main(): Promise<void> {
   });
   if (!pre.ok) throw new Error(`${pre.stage} failed for item ${pre.itemIndex}: ${pre.message}`);
   const paths = referenceModelPaths();
-  const session = await InferenceSession.create(values.model ?? (pre.kind === 'vision' ? paths.vision : paths.audio));
+  const session = await InferenceSession.create(
+    values.model ?? (pre.kind === 'vision' ? paths.vision : paths.audio),
+  );
   const width = pre.kind === 'vision' ? PATCH_DIM : AUDIO_FRAME;
-  const feeds: Record<string, Tensor> = { [session.inputNames[0]!]: new Tensor('float32', pre.data, [pre.rows, width]) };
+  const feeds: Record<string, Tensor> = {
+    [session.inputNames[0]!]: new Tensor('float32', pre.data, [pre.rows, width]),
+  };
   if (pre.kind === 'vision' && session.inputNames[1]) {
-    feeds[session.inputNames[1]] = new Tensor('int64', BigInt64Array.from(pre.grids.flat().map(BigInt)), [pre.grids.length, 3]);
+    feeds[session.inputNames[1]] = new Tensor(
+      'int64',
+      BigInt64Array.from(pre.grids.flat().map(BigInt)),
+      [pre.grids.length, 3],
+    );
   }
   const out = (await session.run(feeds))[session.outputNames[0]!]!;
   const data = out.data as Float32Array;
@@ -54,7 +63,9 @@ async function main(): Promise<void> {
   const shape = out.dims.map(Number);
   if (values.npy) writeFileSync(values.npy, Buffer.concat([npyHeader(shape, 'float32'), bytes]));
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  process.stdout.write(`${JSON.stringify({ shape, grids: pre.grids, tokens: pre.tokens, sha256 })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ shape, grids: pre.grids, tokens: pre.tokens, sha256 })}\n`,
+  );
   await session.release();
 }
 

@@ -29,10 +29,14 @@ async function main(): Promise<void> {
     outputDir: values.out,
     onFrame: ({ header, data, from }) => {
       const { req_id, part_idx, shape, dtype, error_msg } = header;
-      process.stdout.write(`${JSON.stringify({ req_id, part_idx, shape, dtype, bytes: data.length, from, error_msg })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ req_id, part_idx, shape, dtype, bytes: data.length, from, error_msg })}\n`,
+      );
     },
   });
-  process.stderr.write(`epd-receiver listening on ${receiver.endpoint}${values.out ? `, writing .npy to ${values.out}` : ''}\n`);
+  process.stderr.write(
+    `epd-receiver listening on ${receiver.endpoint}${values.out ? `, writing .npy to ${values.out}` : ''}\n`,
+  );
   const stop = () => void receiver.close().then(() => process.exit(0));
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

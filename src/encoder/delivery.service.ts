@@ -3,7 +3,12 @@ import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
-import { EmbeddingTransport, endpointKey, parseEndpoint, type Endpoint } from '../transfer/embedding-transport';
+import {
+  EmbeddingTransport,
+  endpointKey,
+  parseEndpoint,
+  type Endpoint,
+} from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
 import type { RegisterRequest, SendRequest } from './delivery.schema';
 import { ReqStateStore, type Destination, type ReqState } from './req-state.store';
@@ -66,7 +71,10 @@ export class DeliveryService {
     private readonly lifecycle: RequestLifecycle,
   ) {}
 
-  async send(req: SendRequest, deadline: number): Promise<{ req_id: string; bytes: number; acked: true }> {
+  async send(
+    req: SendRequest,
+    deadline: number,
+  ): Promise<{ req_id: string; bytes: number; acked: true }> {
     const state = this.states.get(req.req_id);
     if (!state) throw Errors.noStagedEmbedding(req.req_id);
     if (state.releaseRequested) throw Errors.releasedDuringEncode(req.req_id);
@@ -94,7 +102,10 @@ export class DeliveryService {
     // Pushed as soon as the embedding is ready; bounded by the staging TTL, not the caller.
     const pushDeadline = state.createdAt + this.config.timeouts.sendTimeoutMs;
     this.deliver(state, dest, pushDeadline).catch((err: unknown) =>
-      this.logger.warn({ req_id: req.req_id, endpoint: key, err: (err as Error).message }, 'push to registered destination failed'),
+      this.logger.warn(
+        { req_id: req.req_id, endpoint: key, err: (err as Error).message },
+        'push to registered destination failed',
+      ),
     );
     return null;
   }
@@ -104,18 +115,27 @@ export class DeliveryService {
    * if destinations registered with a receive_count, wait until that many have acked.
    * Any failure is an error: never a silent 200 for a delivery that did not happen.
    */
-  async afterStage(state: ReqState, target: Endpoint | undefined, deadline: number): Promise<DestinationView[] | undefined> {
+  async afterStage(
+    state: ReqState,
+    target: Endpoint | undefined,
+    deadline: number,
+  ): Promise<DestinationView[] | undefined> {
     if (target) {
       if (state.receiveCount === undefined) state.receiveCount = 1;
       await this.deliver(state, this.destination(state, target, 'encode'), deadline);
     }
     if (state.receiveCount === undefined) return target ? destinationViews(state) : undefined;
-    const pending = [...state.destinations.values()].map((d) => d.inflight).filter((p) => p !== undefined);
+    const pending = [...state.destinations.values()]
+      .map((d) => d.inflight)
+      .filter((p) => p !== undefined);
     await Promise.allSettled(pending);
     const views = destinationViews(state);
     const failed = views.filter((v) => v.status === 'failed');
     if (failed.length > 0) {
-      throw Errors.deliveryIncomplete(state.reqId, failed.map((f) => `${f.endpoint}: ${f.error}`).join('; '));
+      throw Errors.deliveryIncomplete(
+        state.reqId,
+        failed.map((f) => `${f.endpoint}: ${f.error}`).join('; '),
+      );
     }
     return views;
   }
@@ -134,10 +154,15 @@ export class DeliveryService {
 
   private fixReceiveCount(state: ReqState, count: number): void {
     if (state.receiveCount === undefined) state.receiveCount = count;
-    else if (state.receiveCount !== count) throw Errors.inconsistentReceiveCount(state.reqId, state.receiveCount, count);
+    else if (state.receiveCount !== count)
+      throw Errors.inconsistentReceiveCount(state.reqId, state.receiveCount, count);
   }
 
-  private destination(state: ReqState, endpoint: Endpoint, source: Destination['source']): Destination {
+  private destination(
+    state: ReqState,
+    endpoint: Endpoint,
+    source: Destination['source'],
+  ): Destination {
     const key = endpointKey(endpoint);
     const existing = state.destinations.get(key);
     if (existing) return existing;
@@ -149,14 +174,24 @@ export class DeliveryService {
   }
 
   /** One delivery to one destination; concurrent callers for the same destination share it. */
-  private deliver(state: ReqState, dest: Destination, deadline: number, req?: SendRequest): Promise<void> {
+  private deliver(
+    state: ReqState,
+    dest: Destination,
+    deadline: number,
+    req?: SendRequest,
+  ): Promise<void> {
     dest.inflight ??= this.deliverOnce(state, dest, deadline, req).finally(() => {
       dest.inflight = undefined;
     });
     return dest.inflight;
   }
 
-  private async deliverOnce(state: ReqState, dest: Destination, deadline: number, req?: SendRequest): Promise<void> {
+  private async deliverOnce(
+    state: ReqState,
+    dest: Destination,
+    deadline: number,
+    req?: SendRequest,
+  ): Promise<void> {
     state.activeSends++;
     dest.status = 'sending';
     try {
@@ -202,7 +237,10 @@ export class DeliveryService {
       await Promise.race([
         state.ready,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(Errors.embeddingWaitTimeout(state.reqId)), Math.max(0, deadline - this.clock.now()));
+          timer = setTimeout(
+            () => reject(Errors.embeddingWaitTimeout(state.reqId)),
+            Math.max(0, deadline - this.clock.now()),
+          );
         }),
       ]);
     } catch (err) {

@@ -197,13 +197,15 @@ export class ReqStateStore {
   finishSend(state: ReqState): void {
     state.activeSends = Math.max(0, state.activeSends - 1);
     state.lastUsedAt = this.clock.now();
-    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0) this.drop(state);
+    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0)
+      this.drop(state);
   }
 
   /** Ends the encode; applies a release that was requested while it ran. */
   finishEncode(state: ReqState): void {
     state.activeEncodes = Math.max(0, state.activeEncodes - 1);
-    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0) this.drop(state);
+    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0)
+      this.drop(state);
   }
 
   /**
@@ -215,7 +217,12 @@ export class ReqStateStore {
     const state = this.states.get(reqId);
     if (!state) {
       if (this.tombstones.has(reqId)) return 'already-tombstoned';
-      boundedSet(this.tombstones, reqId, this.clock.now() + this.config.timeouts.sendTimeoutMs, MAX_TOMBSTONES);
+      boundedSet(
+        this.tombstones,
+        reqId,
+        this.clock.now() + this.config.timeouts.sendTimeoutMs,
+        MAX_TOMBSTONES,
+      );
       return 'tombstoned';
     }
     if (state.activeEncodes > 0 || state.activeSends > 0) {
@@ -235,7 +242,12 @@ export class ReqStateStore {
     state.embedding = undefined;
     state.releaseRequested = true;
     state.markGone(new Error(`Encoder request was released: ${state.reqId}`));
-    boundedSet(this.recentlyReleased, state.reqId, this.clock.now() + this.config.timeouts.sendTimeoutMs, MAX_RECENTLY_RELEASED);
+    boundedSet(
+      this.recentlyReleased,
+      state.reqId,
+      this.clock.now() + this.config.timeouts.sendTimeoutMs,
+      MAX_RECENTLY_RELEASED,
+    );
   }
 
   /** Releases states idle for longer than EPD_SEND_TIMEOUT_MS and drops expired tombstones. */

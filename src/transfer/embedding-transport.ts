@@ -18,5 +18,10 @@ export function parseEndpoint(value: string): Endpoint | undefined {
 
 /** Delivers one frame and resolves with the receiver's ack (DI token; TCP in production, fakes in tests). */
 export abstract class EmbeddingTransport {
-  abstract send(endpoint: Endpoint, header: FrameHeader, payload: Uint8Array, deadline: number): Promise<Ack>;
+  abstract send(
+    endpoint: Endpoint,
+    header: FrameHeader,
+    payload: Uint8Array,
+    deadline: number,
+  ): Promise<Ack>;
 }

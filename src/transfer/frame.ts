@@ -46,7 +46,8 @@ export function validateHeader(h: unknown): string | undefined {
     return 'header.shape must be a list of non-negative integers';
   }
   if (f.dtype !== 'float32' && f.dtype !== 'float16') return `unsupported dtype ${String(f.dtype)}`;
-  if (!Number.isInteger(f.byte_length) || (f.byte_length ?? -1) < 0) return 'header.byte_length must be a non-negative integer';
+  if (!Number.isInteger(f.byte_length) || (f.byte_length ?? -1) < 0)
+    return 'header.byte_length must be a non-negative integer';
   const expected = f.shape.reduce((n, d) => n * d, 1) * DTYPE_BYTES[f.dtype];
   if (f.error_msg === undefined && expected !== f.byte_length) {
     return `byte_length ${f.byte_length} does not match shape [${f.shape.join(', ')}] of ${f.dtype} (${expected} bytes)`;

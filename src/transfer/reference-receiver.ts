@@ -25,7 +25,10 @@ export interface ReceiverOptions {
   maxFrameBytes?: number;
 }
 
-type Phase = { kind: 'length' } | { kind: 'header'; length: number } | { kind: 'body'; header: FrameHeader; body: Buffer; filled: number; valid?: string };
+type Phase =
+  | { kind: 'length' }
+  | { kind: 'header'; length: number }
+  | { kind: 'body'; header: FrameHeader; body: Buffer; filled: number; valid?: string };
 
 /**
  * The reference receiver: the stand-in for a prefill/decode scheduler that tests,
@@ -93,7 +96,8 @@ export class ReferenceReceiver {
           if (buf.length < 4) break;
           const length = buf.readUInt32BE(0);
           buf = buf.subarray(4);
-          if (length === 0 || length > MAX_HEADER_BYTES) return refuse(`header length ${length} is out of range`);
+          if (length === 0 || length > MAX_HEADER_BYTES)
+            return refuse(`header length ${length} is out of range`);
           phase = { kind: 'header', length };
         } else if (phase.kind === 'header') {
           if (buf.length < phase.length) break;
@@ -106,8 +110,15 @@ export class ReferenceReceiver {
           buf = buf.subarray(phase.length);
           const problem = validateHeader(header);
           const size = Number.isInteger(header?.byte_length) ? header.byte_length : -1;
-          if (size < 0 || size > maxFrame) return refuse(problem ?? `frame of ${size} bytes exceeds ${maxFrame}`);
-          phase = { kind: 'body', header, body: this.pool.acquire(size), filled: 0, valid: problem };
+          if (size < 0 || size > maxFrame)
+            return refuse(problem ?? `frame of ${size} bytes exceeds ${maxFrame}`);
+          phase = {
+            kind: 'body',
+            header,
+            body: this.pool.acquire(size),
+            filled: 0,
+            valid: problem,
+          };
         } else {
           const take = Math.min(buf.length, phase.body.length - phase.filled);
           buf.copy(phase.body, phase.filled, 0, take);
@@ -119,7 +130,9 @@ export class ReferenceReceiver {
           phase = { kind: 'length' };
           // Frames are acked in order; the next one waits for this one's callback.
           socket.pause();
-          busy = busy.then(() => this.deliver(done.header, done.body, from, done.valid, ack)).finally(() => socket.resume());
+          busy = busy
+            .then(() => this.deliver(done.header, done.body, from, done.valid, ack))
+            .finally(() => socket.resume());
         }
       }
       if (buf.length > 0) pending = Buffer.from(buf);

@@ -27,8 +27,12 @@ class Connection {
     socket.setNoDelay(true);
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => this.onData(chunk));
-    socket.on('error', (err) => this.fail(new TransferError(`connection to ${key} failed: ${err.message}`)));
-    socket.on('close', () => this.fail(new TransferError(`receiver ${key} closed the connection before acking`)));
+    socket.on('error', (err) =>
+      this.fail(new TransferError(`connection to ${key} failed: ${err.message}`)),
+    );
+    socket.on('close', () =>
+      this.fail(new TransferError(`receiver ${key} closed the connection before acking`)),
+    );
   }
 
   send(header: FrameHeader, payload: Uint8Array, timeoutMs: number): Promise<Ack> {
@@ -42,7 +46,8 @@ class Connection {
       this.socket.cork();
       this.socket.write(encodeHeader(header));
       // Written straight from the staged memory: a view, not a copy.
-      if (payload.byteLength > 0) this.socket.write(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength));
+      if (payload.byteLength > 0)
+        this.socket.write(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength));
       this.socket.uncork();
     });
   }
@@ -54,7 +59,10 @@ class Connection {
       this.lineBuf = this.lineBuf.slice(nl + 1);
       if (!line) continue;
       const p = this.pending.shift();
-      if (!p) return this.fail(new TransferError(`unexpected ack from ${this.key}: ${line.slice(0, 200)}`));
+      if (!p)
+        return this.fail(
+          new TransferError(`unexpected ack from ${this.key}: ${line.slice(0, 200)}`),
+        );
       clearTimeout(p.timer);
       let ack: Ack;
       try {
@@ -64,9 +72,15 @@ class Connection {
         return this.fail(new TransferError(`malformed ack stream from ${this.key}`));
       }
       if (ack.ok === true) p.resolve(ack);
-      else p.reject(new TransferError(`receiver ${this.key} refused req_id=${p.reqId}: ${ack.error ?? 'no reason given'}`));
+      else
+        p.reject(
+          new TransferError(
+            `receiver ${this.key} refused req_id=${p.reqId}: ${ack.error ?? 'no reason given'}`,
+          ),
+        );
     }
-    if (this.lineBuf.length > 64 * 1024) this.fail(new TransferError(`ack line from ${this.key} too long`));
+    if (this.lineBuf.length > 64 * 1024)
+      this.fail(new TransferError(`ack line from ${this.key} too long`));
   }
 
   fail(err: Error): void {
@@ -103,7 +117,12 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     this.sweepTimer.unref();
   }
 
-  async send(endpoint: Endpoint, header: FrameHeader, payload: Uint8Array, deadline: number): Promise<Ack> {
+  async send(
+    endpoint: Endpoint,
+    header: FrameHeader,
+    payload: Uint8Array,
+    deadline: number,
+  ): Promise<Ack> {
     const timeoutMs = Math.max(1, deadline - Date.now());
     const conn = await this.connection(endpoint, timeoutMs);
     return conn.send(header, payload, Math.max(1, deadline - Date.now()));
@@ -147,13 +166,15 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
   private evictIdle(): void {
     const now = Date.now();
     for (const conn of this.pool.values()) {
-      if (conn.pending.length === 0 && now - conn.lastUsed > IDLE_MS) conn.fail(new TransferError('idle'));
+      if (conn.pending.length === 0 && now - conn.lastUsed > IDLE_MS)
+        conn.fail(new TransferError('idle'));
     }
   }
 
   private evictOldest(): void {
     let oldest: Connection | undefined;
-    for (const c of this.pool.values()) if (c.pending.length === 0 && (!oldest || c.lastUsed < oldest.lastUsed)) oldest = c;
+    for (const c of this.pool.values())
+      if (c.pending.length === 0 && (!oldest || c.lastUsed < oldest.lastUsed)) oldest = c;
     if (oldest) {
       this.logger.debug({ endpoint: oldest.key }, 'evicting least recently used connection');
       oldest.fail(new TransferError('evicted'));

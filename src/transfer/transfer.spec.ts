@@ -35,7 +35,12 @@ describe('data plane: TCP sender and reference receiver', () => {
       const ep = { host: '127.0.0.1', port: rx.port };
       for (let i = 1; i <= 3; i++) {
         const data = new Float32Array(1000 * 4).fill(i);
-        const ack = await sender.send(ep, header(`r${i}`, 1000), new Uint8Array(data.buffer), Date.now() + 5000);
+        const ack = await sender.send(
+          ep,
+          header(`r${i}`, 1000),
+          new Uint8Array(data.buffer),
+          Date.now() + 5000,
+        );
         expect(ack).toEqual({ req_id: `r${i}`, ok: true });
       }
       expect(got.map((g) => [g.header.req_id, g.sum, g.first])).toEqual([
@@ -51,7 +56,9 @@ describe('data plane: TCP sender and reference receiver', () => {
   });
 
   it('pipelines concurrent frames to one endpoint and matches acks in order', async () => {
-    const rx = await ReferenceReceiver.start({ onFrame: () => new Promise((r) => setTimeout(r, 5)) });
+    const rx = await ReferenceReceiver.start({
+      onFrame: () => new Promise((r) => setTimeout(r, 5)),
+    });
     try {
       const ep = { host: '127.0.0.1', port: rx.port };
       const acks = await Promise.all(
@@ -74,14 +81,16 @@ describe('data plane: TCP sender and reference receiver', () => {
     });
     try {
       const ep = { host: '127.0.0.1', port: rx.port };
-      await expect(sender.send(ep, header('no', 2), new Uint8Array(32), Date.now() + 5000)).rejects.toThrow(
-        `receiver 127.0.0.1:${rx.port} refused req_id=no: no room for it`,
-      );
+      await expect(
+        sender.send(ep, header('no', 2), new Uint8Array(32), Date.now() + 5000),
+      ).rejects.toThrow(`receiver 127.0.0.1:${rx.port} refused req_id=no: no room for it`);
       const bad = { ...header('bad', 2), byte_length: 31 };
       await expect(sender.send(ep, bad, new Uint8Array(31), Date.now() + 5000)).rejects.toThrow(
         /byte_length 31 does not match shape \[2, 4\] of float32 \(32 bytes\)/,
       );
-      await expect(sender.send(ep, header('yes', 2), new Uint8Array(32), Date.now() + 5000)).resolves.toMatchObject({ ok: true });
+      await expect(
+        sender.send(ep, header('yes', 2), new Uint8Array(32), Date.now() + 5000),
+      ).resolves.toMatchObject({ ok: true });
     } finally {
       await rx.close();
     }
@@ -94,22 +103,37 @@ describe('data plane: TCP sender and reference receiver', () => {
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     try {
       const p1 = (closer.address() as { port: number }).port;
-      await expect(sender.send({ host: '127.0.0.1', port: p1 }, header('c', 1), new Uint8Array(16), Date.now() + 5000)).rejects.toThrow(
-        /closed the connection before acking/,
-      );
+      await expect(
+        sender.send(
+          { host: '127.0.0.1', port: p1 },
+          header('c', 1),
+          new Uint8Array(16),
+          Date.now() + 5000,
+        ),
+      ).rejects.toThrow(/closed the connection before acking/);
       const free = await new Promise<number>((r) => {
         const s = createServer().listen(0, '127.0.0.1', () => {
           const port = (s.address() as { port: number }).port;
           s.close(() => r(port));
         });
       });
-      await expect(sender.send({ host: '127.0.0.1', port: free }, header('x', 1), new Uint8Array(16), Date.now() + 5000)).rejects.toThrow(
-        /could not connect to 127\.0\.0\.1:\d+: .*ECONNREFUSED/,
-      );
+      await expect(
+        sender.send(
+          { host: '127.0.0.1', port: free },
+          header('x', 1),
+          new Uint8Array(16),
+          Date.now() + 5000,
+        ),
+      ).rejects.toThrow(/could not connect to 127\.0\.0\.1:\d+: .*ECONNREFUSED/);
       const p2 = (silent.address() as { port: number }).port;
-      await expect(sender.send({ host: '127.0.0.1', port: p2 }, header('s', 1), new Uint8Array(16), Date.now() + 200)).rejects.toThrow(
-        /no ack from .* within \d+ ms/,
-      );
+      await expect(
+        sender.send(
+          { host: '127.0.0.1', port: p2 },
+          header('s', 1),
+          new Uint8Array(16),
+          Date.now() + 200,
+        ),
+      ).rejects.toThrow(/no ack from .* within \d+ ms/);
       expect(sender.openConnections).toBe(0);
     } finally {
       closer.close();
@@ -122,14 +146,23 @@ describe('data plane: TCP sender and reference receiver', () => {
     const rx = await ReferenceReceiver.start({ outputDir: dir });
     try {
       const data = Float32Array.from({ length: 12 }, (_, i) => i);
-      await sender.send({ host: '127.0.0.1', port: rx.port }, { ...header('a/b', 3), part_idx: 2 }, new Uint8Array(data.buffer), Date.now() + 5000);
+      await sender.send(
+        { host: '127.0.0.1', port: rx.port },
+        { ...header('a/b', 3), part_idx: 2 },
+        new Uint8Array(data.buffer),
+        Date.now() + 5000,
+      );
       const file = readFileSync(join(dir, 'a_b.part2.npy'));
       expect(file.subarray(0, 6).toString('latin1')).toBe('\x93NUMPY');
       const headerLen = file.readUInt16LE(8);
       expect((10 + headerLen) % 64).toBe(0);
-      expect(file.subarray(10, 10 + headerLen).toString('latin1')).toMatch(/'descr': '<f4', 'fortran_order': False, 'shape': \(3, 4\)/);
+      expect(file.subarray(10, 10 + headerLen).toString('latin1')).toMatch(
+        /'descr': '<f4', 'fortran_order': False, 'shape': \(3, 4\)/,
+      );
       const body = file.subarray(10 + headerLen);
-      expect(Array.from(new Float32Array(body.buffer, body.byteOffset, 12))).toEqual(Array.from(data));
+      expect(Array.from(new Float32Array(body.buffer, body.byteOffset, 12))).toEqual(
+        Array.from(data),
+      );
     } finally {
       await rx.close();
     }

@@ -36,7 +36,10 @@ export class EncoderController {
     private readonly delivery: DeliveryService,
   ) {}
 
-  private deadline(payload: { timeout_ms?: number; deadline_ms?: number }, ctx: NatsContext): number {
+  private deadline(
+    payload: { timeout_ms?: number; deadline_ms?: number },
+    ctx: NatsContext,
+  ): number {
     return callDeadline(payload, this.config.timeouts.reqTimeoutMs, ctx, this.clock.now());
   }
 
@@ -59,14 +62,17 @@ export class EncoderController {
 
   @MessagePattern(DpType.RegisterDestinations)
   register(
-    @Payload(new ZodPipe(registerRequestSchema, 'register_destinations request')) req: RegisterRequest,
+    @Payload(new ZodPipe(registerRequestSchema, 'register_destinations request'))
+    req: RegisterRequest,
     @Ctx() ctx: NatsContext,
   ): Promise<null> {
     return this.delivery.register(req, this.deadline(req, ctx));
   }
 
   @MessagePattern(DpType.SendStatus)
-  sendStatus(@Payload(new ZodPipe(reqIdOnlySchema, 'send_status request')) req: ReqIdRequest): SendStatus {
+  sendStatus(
+    @Payload(new ZodPipe(reqIdOnlySchema, 'send_status request')) req: ReqIdRequest,
+  ): SendStatus {
     return this.delivery.status(req.req_id);
   }
 

@@ -69,7 +69,8 @@ export const Errors = {
   encoderNotReady: (reason: string) => new MMError(`encoder not ready: ${reason}`, 503),
 
   // data plane and destinations (DESIGN.md §7, §8)
-  notActive: (reqId: string) => new BadRequestError(`Encoder request is not active: ${reqId}`, reqId),
+  notActive: (reqId: string) =>
+    new BadRequestError(`Encoder request is not active: ${reqId}`, reqId),
   inconsistentReceiveCount: (reqId: string, registered: number, got: number) =>
     new BadRequestError(
       `Inconsistent receive_count for req_id=${reqId}: registered ${registered}, got ${got}`,
@@ -78,9 +79,15 @@ export const Errors = {
   startTimeout: (reqId: string) =>
     new MMError(`Timed out waiting for encoder request to start: ${reqId}`, 504, reqId),
   invalidReceiveUrl: (url: string, reqId?: string) =>
-    new BadRequestError(`invalid receive_url ${url} (expected host:port or tcp://host:port)`, reqId),
+    new BadRequestError(
+      `invalid receive_url ${url} (expected host:port or tcp://host:port)`,
+      reqId,
+    ),
   tooManyDestinations: (reqId: string, max: number) =>
-    new BadRequestError(`req_id=${reqId} already has ${max} destinations (receive_count or the per-request bound)`, reqId),
+    new BadRequestError(
+      `req_id=${reqId} already has ${max} destinations (receive_count or the per-request bound)`,
+      reqId,
+    ),
   embeddingWaitTimeout: (reqId: string) =>
     new MMError(`timed out waiting for the embedding of req_id=${reqId}`, 504, reqId),
   deliveryFailed: (endpoint: string, reason: string, reqId: string) =>
