@@ -1,7 +1,7 @@
 /**
  * Reusable receive buffers in power-of-two size classes. Fresh large buffers are slow here
- * (the kernel zero-fills every new page; see bench/results/send-throughput.md), so a
- * receiver keeps what it allocated for the next frame of a similar size.
+ * (the kernel zero-fills every new page), so a receiver keeps what it allocated for the
+ * next frame of a similar size.
  */
 export class BufferPool {
   private readonly free = new Map<number, Buffer[]>();
