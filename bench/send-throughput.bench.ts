@@ -31,7 +31,7 @@ function spawnWithLine(
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let buf = '';
-    proc[stream]!.on('data', (d: Buffer) => {
+    proc[stream].on('data', (d: Buffer) => {
       buf += d.toString();
       const nl = buf.indexOf('\n');
       if (nl >= 0) resolve({ proc, line: buf.slice(0, nl) });
