@@ -50,6 +50,9 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ EPD_NATS_URL: 'http://x' })).toThrow(/nats\.url.*nats:\/\/ URL/);
     expect(() => loadConfig({ EPD_REQ_TIMEOUT_MS: '-5' })).toThrow(/timeouts\.reqTimeoutMs/);
     expect(() => loadConfig({ EPD_SUBJECT_PREFIX: 'a.b' })).toThrow(/nats\.subjectPrefix/);
+    expect(() => loadConfig({ EPD_DP_SIZE: '2' })).toThrow(
+      /encoder\.dpSize \(EPD_DP_SIZE\): only 1 is supported/,
+    );
   });
 
   it('layers default.yaml < <NODE_ENV>.yaml < EPD_CONFIG < env', () => {

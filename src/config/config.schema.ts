@@ -46,7 +46,11 @@ export const configSchema = z.object({
     maxPending: positiveInt,
     stagingMaxBytes: positiveInt,
     stagingDtype: z.enum(['float32', 'float16']),
-    dpSize: positiveInt,
+    // DP worker processes are not built yet: refuse rather than silently run one worker.
+    dpSize: positiveInt.refine(
+      (n) => n === 1,
+      'only 1 is supported in this build (DP workers are not built yet)',
+    ),
     dpRank: z.coerce.number().int().min(0),
     modelPath: z.string(),
     audioModelPath: z.string(),
