@@ -69,3 +69,11 @@ export function writeReport(report: BenchReport): void {
   writeFileSync(join(RESULTS_DIR, `${report.name}.md`), md);
   process.stdout.write(`${md}\n`);
 }
+
+/** Runs a benchmark's main, exiting non-zero with the error if it fails. */
+export function runBench(main: () => Promise<void>): void {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

@@ -14,7 +14,7 @@ import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { PATCH_DIM } from '../src/encoder/backend/reference-models';
 import preprocess from '../src/encoder/preprocess/preprocess.worker';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, summarize, writeReport } from './common';
+import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 import { startService } from './service-process';
 
 const CONCURRENCY = 8;
@@ -216,7 +216,4 @@ async function main() {
   }
 }
 
-void main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -5,7 +5,7 @@
  */
 import type { Subscription } from 'rxjs';
 import { makeRegistry } from '../src/meta-registry/testing';
-import { QUICK, machine, round, summarize, writeReport } from './common';
+import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 
 const META = { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 };
 const SIZES = QUICK ? [1_000, 10_000, 100_000] : [1_000, 10_000, 100_000, 1_000_000];
@@ -117,4 +117,4 @@ async function main() {
   });
 }
 
-void main();
+runBench(main);

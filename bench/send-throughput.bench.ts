@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import sharp from 'sharp';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, summarize, writeReport } from './common';
+import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 import { ROOT, startService, stopProcess } from './service-process';
 
 const REPS = QUICK ? 8 : 30;
@@ -201,7 +201,4 @@ async function main() {
   }
 }
 
-void main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, summarize, writeReport } from './common';
+import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 import { ROOT, startService, stopProcess } from './service-process';
 
 const ENTRIES = 1000;
@@ -176,7 +176,4 @@ async function main() {
   }
 }
 
-void main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -171,6 +171,36 @@ describe('data plane and request lifecycle (e2e)', () => {
     expect(late.err).toMatchObject({ code: 400, message: 'Encoder request is not active: reg' });
   });
 
+  it('answers 504 when fewer than receive_count destinations register in time, keeping the embedding for the late one', async () => {
+    const got: Got[] = [];
+    const [first, second] = [await newReceiver(got), await newReceiver(got)];
+    const reg1 = call('register_destinations', {
+      req_id: 'short',
+      receive_count: 2,
+      receive_url: `127.0.0.1:${first.port}`,
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const enc = await encode('short', { timeout_ms: 1500 });
+    expect((await reg1).response).toBeNull();
+    expect(enc.err).toMatchObject({
+      code: 504,
+      message:
+        'delivery of req_id=short incomplete: 1 of 2 destinations registered before the deadline',
+    });
+    expect(got.map((g) => g.header.req_id)).toEqual(['short']); // the registered one got it
+    await call('register_destinations', {
+      req_id: 'short',
+      receive_count: 2,
+      receive_url: `127.0.0.1:${second.port}`,
+    });
+    const deadline = Date.now() + 5000;
+    while ((await requests()).requests.some((r) => r.req_id === 'short') && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(got.map((g) => g.header.req_id)).toEqual(['short', 'short']);
+    expect((await requests()).requests.map((r) => r.req_id)).not.toContain('short');
+  });
+
   it('rejects an inconsistent receive_count and a bad receive_url, and times out a registration whose encode never starts', async () => {
     const rx = await newReceiver();
     await encode('incons');

@@ -112,8 +112,9 @@ export class DeliveryService {
 
   /**
    * After staging: the tokenizer-mode push (endpoint named in the encode request), then,
-   * if destinations registered with a receive_count, wait until that many have acked.
-   * Any failure is an error: never a silent 200 for a delivery that did not happen.
+   * once a receive_count is known, wait (up to the deadline) until that many destinations
+   * have registered and their pushes have ended. A missing registration or a failed push
+   * is an error: never a silent 200 for a delivery that did not happen.
    */
   async afterStage(
     state: ReqState,
@@ -124,7 +125,11 @@ export class DeliveryService {
       if (state.receiveCount === undefined) state.receiveCount = 1;
       await this.deliver(state, this.destination(state, target, 'encode'), deadline);
     }
-    if (state.receiveCount === undefined) return target ? destinationViews(state) : undefined;
+    const expected = state.receiveCount;
+    if (expected === undefined) return target ? destinationViews(state) : undefined;
+    await this.untilDeadline(state.whenDestinations(expected), deadline, () =>
+      Errors.destinationsMissing(state.reqId, state.destinations.size, expected),
+    );
     const pending = [...state.destinations.values()]
       .map((d) => d.inflight)
       .filter((p) => p !== undefined);
@@ -169,7 +174,7 @@ export class DeliveryService {
     const max = state.receiveCount ?? MAX_DESTINATIONS;
     if (state.destinations.size >= max) throw Errors.tooManyDestinations(state.reqId, max);
     const dest: Destination = { endpoint, key, status: 'pending', source, deliveries: 0 };
-    state.destinations.set(key, dest);
+    state.addDestination(dest);
     return dest;
   }
 
@@ -232,20 +237,30 @@ export class DeliveryService {
 
   private async ready(state: ReqState, deadline: number): Promise<void> {
     if (state.embedding) return;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        state.ready,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(Errors.embeddingWaitTimeout(state.reqId)),
-            Math.max(0, deadline - this.clock.now()),
-          );
-        }),
-      ]);
+      await this.untilDeadline(state.ready, deadline, () =>
+        Errors.embeddingWaitTimeout(state.reqId),
+      );
     } catch (err) {
       if (err instanceof MMError) throw err;
       throw Errors.releasedDuringEncode(state.reqId);
+    }
+  }
+
+  /** `promise`, or `onTimeout()` thrown at `deadline`; the timer never outlives the wait. */
+  private async untilDeadline<T>(
+    promise: Promise<T>,
+    deadline: number,
+    onTimeout: () => Error,
+  ): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        promise,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(onTimeout()), Math.max(0, deadline - this.clock.now()));
+        }),
+      ]);
     } finally {
       clearTimeout(timer);
     }

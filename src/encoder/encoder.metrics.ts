@@ -3,17 +3,8 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { OwnedMetrics } from '../metrics/owned-metrics';
 import { EncodeScheduler } from './encode-scheduler.service';
 import type { Modality } from './encode-request.schema';
+import type { StageTimings } from './encoder.service';
 import { ReqStateStore } from './req-state.store';
-
-type Timings = {
-  queue_ms: number;
-  load_ms: number;
-  preprocess_wait_ms: number;
-  preprocess_ms: number;
-  forward_ms: number;
-  stage_ms: number;
-  total_ms: number;
-};
 
 const STAGES = [
   'load',
@@ -108,7 +99,7 @@ export class EncoderMetrics extends OwnedMetrics {
     this.requestsTotal.inc({ modality, status });
   }
 
-  timings(modality: Modality, t: Timings): void {
+  timings(modality: Modality, t: StageTimings): void {
     for (const stage of STAGES)
       this.stageSeconds.observe({ modality, stage }, t[`${stage}_ms`] / 1000);
   }

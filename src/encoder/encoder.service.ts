@@ -5,7 +5,6 @@ import { MMError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { EncoderBackend } from './backend/encoder-backend';
-import type { ModelInfo } from './backend/forward.types';
 import { EncodeScheduler } from './encode-scheduler.service';
 import type { EncodeRequest } from './encode-request.schema';
 import { EncoderMetrics } from './encoder.metrics';
@@ -14,7 +13,7 @@ import type { PreprocessOk } from './preprocess/preprocess.types';
 import { Preprocessor } from './preprocess/preprocessor.service';
 import { DeliveryService, type DestinationView } from './delivery.service';
 import { ProfilerService } from './profiler.service';
-import { ReqStateStore, type ReleaseOutcome } from './req-state.store';
+import { ReqStateStore, type ReleaseOutcome, type ReqState } from './req-state.store';
 import { RequestLifecycle } from './request-lifecycle.service';
 
 export interface StageTimings {
@@ -101,10 +100,6 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     return this.pending;
   }
 
-  modelInfo(): Promise<ModelInfo> {
-    return this.backend.info();
-  }
-
   async encode(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
     const started = this.clock.elapsed();
     const max = this.config.encoder.maxPending;
@@ -114,19 +109,15 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     }
     this.pending++;
     this.metrics.received(req.modality);
-    let state;
+    // Released before it began: waiters learn it at once instead of at their deadline.
+    const tombstoned = this.states.isTombstoned(req.req_id);
+    let state: ReqState;
     try {
       state = this.states.begin(req.req_id, req.modality, req.part_idx, req.num_parts);
     } catch (err) {
       this.pending--;
       this.metrics.request(req.modality, 'rejected');
-      if (
-        err instanceof MMError &&
-        err.code === 409 &&
-        err.message.startsWith('Encoder request was released')
-      ) {
-        await this.publishError(req, err.message);
-      }
+      if (tombstoned && err instanceof MMError) await this.publishError(req, err.message);
       throw err;
     }
     try {
@@ -152,7 +143,7 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
 
   private async pipeline(
     req: EncodeRequest,
-    state: ReturnType<ReqStateStore['begin']>,
+    state: ReqState,
     deadline: number,
     started: number,
   ): Promise<EncodeResponse> {

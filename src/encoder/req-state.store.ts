@@ -43,6 +43,7 @@ export class ReqState {
   readonly ready: Promise<void>;
   private settleReady!: { resolve(): void; reject(e: Error): void };
   private readySettled = false;
+  private readonly destinationListeners = new Set<() => void>();
   /** Bytes held against EPD_STAGING_MAX_BYTES: reserved before the forward, then staged. */
   heldBytes = 0;
   embedding?: StagedEmbedding;
@@ -70,6 +71,25 @@ export class ReqState {
     if (this.readySettled) return;
     this.readySettled = true;
     this.settleReady.reject(reason);
+  }
+
+  /** Registers `dest` and wakes whoever waits for destinations to register. */
+  addDestination(dest: Destination): void {
+    this.destinations.set(dest.key, dest);
+    for (const l of [...this.destinationListeners]) l();
+  }
+
+  /** Resolves when another destination registers (or at once if `count` already have). */
+  whenDestinations(count: number): Promise<void> {
+    if (this.destinations.size >= count) return Promise.resolve();
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.destinations.size < count) return;
+        this.destinationListeners.delete(check);
+        resolve();
+      };
+      this.destinationListeners.add(check);
+    });
   }
 
   get ackedCount(): number {
@@ -138,6 +158,10 @@ export class ReqStateStore {
       for (const w of waiters) w(state);
     }
     return state;
+  }
+
+  isTombstoned(reqId: string): boolean {
+    return this.tombstones.has(reqId);
   }
 
   /** True when the req_id was released (or tombstoned) recently: registrations for it are refused. */

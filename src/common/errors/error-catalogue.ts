@@ -92,6 +92,12 @@ export const Errors = {
     new MMError(`timed out waiting for the embedding of req_id=${reqId}`, 504, reqId),
   deliveryFailed: (endpoint: string, reason: string, reqId: string) =>
     new InternalError(`send of req_id=${reqId} to ${endpoint} failed: ${reason}`, reqId),
+  destinationsMissing: (reqId: string, registered: number, expected: number) =>
+    new MMError(
+      `delivery of req_id=${reqId} incomplete: ${registered} of ${expected} destinations registered before the deadline`,
+      504,
+      reqId,
+    ),
   deliveryIncomplete: (reqId: string, detail: string) =>
     new MMError(`delivery of req_id=${reqId} incomplete: ${detail}`, 502, reqId),
   profilingRunning: () => new BadRequestError('profiling already running'),
