@@ -1,7 +1,9 @@
 /**
  * The raw loopback-TCP baseline for the send benchmark, as two processes:
  *   raw-tcp receiver <max-bytes>        prints its port, reads frames into ONE reused buffer, acks each
- *   raw-tcp sender <port> <bytes> <n>   sends n frames of <bytes>, waiting for each ack; prints ms per send
+ *   raw-tcp sender <port> <bytes>       for each number n read on stdin, sends n frames of <bytes>
+ *                                       (each waiting for its ack) and prints their times (ms) as JSON
+ * Both stay up between batches, so the baseline is as warm as the service path.
  * Same frame format as the service's data plane (DESIGN.md §7).
  */
 import { createServer, connect, type Socket } from 'node:net';
@@ -54,7 +56,7 @@ function receiver(maxBytes: number): void {
   process.once('SIGTERM', () => server.close(() => process.exit(0)));
 }
 
-async function sender(port: number, bytes: number, reps: number): Promise<void> {
+async function sender(port: number, bytes: number): Promise<void> {
   const payload = Buffer.alloc(bytes, 1);
   const header = encodeHeader({
     req_id: 'raw',
@@ -78,22 +80,35 @@ async function sender(port: number, bytes: number, reps: number): Promise<void> 
       waiting?.();
     }
   });
-  const times: number[] = [];
-  for (let i = 0; i < reps; i++) {
-    const acked = new Promise<void>((r) => (waiting = r));
-    const t0 = process.hrtime.bigint();
-    sock.cork();
-    sock.write(header);
-    sock.write(payload);
-    sock.uncork();
-    await acked;
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
-  }
-  sock.destroy();
-  process.stdout.write(`${JSON.stringify(times)}\n`);
+  const batch = async (n: number) => {
+    const times: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const acked = new Promise<void>((r) => (waiting = r));
+      const t0 = process.hrtime.bigint();
+      sock.cork();
+      sock.write(header);
+      sock.write(payload);
+      sock.uncork();
+      await acked;
+      times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    process.stdout.write(`${JSON.stringify(times)}\n`);
+  };
+  process.stdout.write('ready\n');
+  let input = '';
+  let queue = Promise.resolve();
+  process.stdin.on('data', (d: Buffer) => {
+    input += d.toString();
+    for (let nl = input.indexOf('\n'); nl >= 0; nl = input.indexOf('\n')) {
+      const n = Number(input.slice(0, nl));
+      input = input.slice(nl + 1);
+      queue = queue.then(() => batch(n));
+    }
+  });
+  process.stdin.once('end', () => void queue.then(() => sock.destroy()));
 }
 
-const [mode, a, b, c] = process.argv.slice(2);
+const [mode, a, b] = process.argv.slice(2);
 if (mode === 'receiver') receiver(Number(a));
-else if (mode === 'sender') void sender(Number(a), Number(b), Number(c));
-else throw new Error('usage: raw-tcp receiver <max-bytes> | sender <port> <bytes> <n>');
+else if (mode === 'sender') void sender(Number(a), Number(b));
+else throw new Error('usage: raw-tcp receiver <max-bytes> | sender <port> <bytes>');

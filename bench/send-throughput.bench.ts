@@ -14,7 +14,7 @@ import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 import { ROOT, startService, stopProcess } from './service-process';
 
-const REPS = QUICK ? 8 : 30;
+const REPS = QUICK ? 10 : 30;
 const SIZES = [
   { label: '8 MB', side: 1288 }, // 92x92 patches → 2116 tokens x 1024 x 4 B ≈ 8.7 MB
   { label: '32 MB', side: 2548 }, // 182x182 patches → 8281 tokens x 1024 x 4 B ≈ 33.9 MB
@@ -40,18 +40,42 @@ function spawnWithLine(
   });
 }
 
-/** Raw baseline: a raw sender process → a raw receiver process (one reused buffer). */
-async function rawSends(bytes: number, reps: number): Promise<number[]> {
+/**
+ * Raw baseline: a raw sender process → a raw receiver process (one reused buffer), both
+ * kept up for the whole size so that they are as warm as the service path.
+ */
+async function rawBaseline(bytes: number) {
   const rx = await spawnWithLine([RAW, 'receiver', String(bytes)], 'stdout');
-  try {
-    const tx = await spawnWithLine(
-      [RAW, 'sender', rx.line.trim(), String(bytes), String(reps)],
-      'stdout',
-    );
-    return JSON.parse(tx.line) as number[];
-  } finally {
-    await stopProcess(rx.proc);
-  }
+  const tx = spawn(process.execPath, [RAW, 'sender', rx.line.trim(), String(bytes)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines: string[] = [];
+  let buf = '';
+  let wake: (() => void) | undefined;
+  tx.stdout.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      lines.push(buf.slice(0, nl));
+      buf = buf.slice(nl + 1);
+      wake?.();
+    }
+  });
+  const next = async () => {
+    while (lines.length === 0) await new Promise<void>((r) => (wake = r));
+    return lines.shift()!;
+  };
+  await next(); // ready
+  return {
+    async sends(n: number): Promise<number[]> {
+      tx.stdin.write(`${n}\n`);
+      return JSON.parse(await next()) as number[];
+    },
+    async stop() {
+      tx.stdin.end();
+      await stopProcess(tx);
+      await stopProcess(rx.proc);
+    },
+  };
 }
 
 async function serviceSend(nc: NatsConnection, reqId: string, port: number): Promise<number> {
@@ -108,9 +132,17 @@ async function main() {
       const bytes = enc.json<{ response: { embedding_size: number } }>().response.embedding_size;
 
       for (let i = 0; i < 3; i++) await serviceSend(nc, reqId, receivers[0]!.port); // warm-up
+      const raw = await rawBaseline(bytes);
+      await raw.sends(3); // warm-up
+      // Alternating blocks, so that machine noise and drift hit both paths alike.
       const svc: number[] = [];
-      for (let i = 0; i < REPS; i++) svc.push(await serviceSend(nc, reqId, receivers[0]!.port));
-      const base = (await rawSends(bytes, REPS + 3)).slice(3);
+      const base: number[] = [];
+      const block = 5;
+      for (let done = 0; done < REPS; done += block) {
+        for (let i = 0; i < block; i++) svc.push(await serviceSend(nc, reqId, receivers[0]!.port));
+        base.push(...(await raw.sends(block)));
+      }
+      await raw.stop();
       const s = summarize(svc);
       const b = summarize(base);
       const mbps = (ms: number) => bytes / 1e6 / (ms / 1000);
