@@ -82,13 +82,17 @@ export class ReferenceReceiver {
     let pending: Buffer = Buffer.alloc(0);
     let busy = Promise.resolve();
 
+    let refused = false;
     const ack = (body: object) => socket.write(`${JSON.stringify(body)}\n`);
+    // The stream cannot be resynchronised after a bad header: answer, close, ignore the rest.
     const refuse = (error: string) => {
+      refused = true;
       ack({ ok: false, error });
       socket.end();
     };
 
     socket.on('data', (chunk: Buffer) => {
+      if (refused) return;
       let buf = pending.length ? Buffer.concat([pending, chunk]) : chunk;
       pending = Buffer.alloc(0);
       while (buf.length > 0) {

@@ -37,6 +37,8 @@ class Connection {
 
   send(header: FrameHeader, payload: Uint8Array, timeoutMs: number): Promise<Ack> {
     this.lastUsed = Date.now();
+    if (this.closed)
+      return Promise.reject(new TransferError(`connection to ${this.key} is closed`));
     return new Promise<Ack>((resolve, reject) => {
       const timer = setTimeout(() => {
         // The stream position is unknown after a timeout: drop the connection, and with it every frame in flight.
