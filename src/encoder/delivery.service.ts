@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
+import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
 import {
   EmbeddingTransport,
@@ -127,7 +128,7 @@ export class DeliveryService {
     }
     const expected = state.receiveCount;
     if (expected === undefined) return target ? destinationViews(state) : undefined;
-    await this.untilDeadline(state.whenDestinations(expected), deadline, () =>
+    await withTimeout(state.whenDestinations(expected), deadline - this.clock.now(), () =>
       Errors.destinationsMissing(state.reqId, state.destinations.size, expected),
     );
     const pending = [...state.destinations.values()]
@@ -238,31 +239,12 @@ export class DeliveryService {
   private async ready(state: ReqState, deadline: number): Promise<void> {
     if (state.embedding) return;
     try {
-      await this.untilDeadline(state.ready, deadline, () =>
+      await withTimeout(state.ready, deadline - this.clock.now(), () =>
         Errors.embeddingWaitTimeout(state.reqId),
       );
     } catch (err) {
       if (err instanceof MMError) throw err;
       throw Errors.releasedDuringEncode(state.reqId);
-    }
-  }
-
-  /** `promise`, or `onTimeout()` thrown at `deadline`; the timer never outlives the wait. */
-  private async untilDeadline<T>(
-    promise: Promise<T>,
-    deadline: number,
-    onTimeout: () => Error,
-  ): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([
-        promise,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(onTimeout()), Math.max(0, deadline - this.clock.now()));
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

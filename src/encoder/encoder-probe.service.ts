@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
+import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
 import { EncoderBackend } from './backend/encoder-backend';
 import { EncodeScheduler } from './encode-scheduler.service';
@@ -46,22 +47,13 @@ export class EncoderProbe {
     if (this.scheduler.busy && last !== null && started - last <= probeFreshMs) {
       return { ok: true, latency_ms: 0, source: 'recent-batch' };
     }
-    const deadline = started + probeTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(Errors.encoderNotReady(`health probe did not finish within ${probeTimeoutMs} ms`)),
-        probeTimeoutMs,
-      );
-    });
     try {
-      await Promise.race([this.run(deadline), timeout]);
+      await withTimeout(this.run(started + probeTimeoutMs), probeTimeoutMs, () =>
+        Errors.encoderNotReady(`health probe did not finish within ${probeTimeoutMs} ms`),
+      );
     } catch (err) {
       if (err instanceof MMError && err.code === 503) throw err;
       throw Errors.encoderNotReady(`health probe failed: ${(err as Error).message}`);
-    } finally {
-      clearTimeout(timer);
     }
     this.lastOkAt = this.clock.now();
     return { ok: true, latency_ms: this.lastOkAt - started, source: 'probe' };

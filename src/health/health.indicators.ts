@@ -1,20 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
 import { EncoderProbe } from '../encoder/encoder-probe.service';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { EventLoopMonitor } from './event-loop.monitor';
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 /**
  * Indicators over state the process already has: the shared NATS connection (one PING,
@@ -39,7 +30,12 @@ export class HealthIndicators {
       return check.down({ state, error: this.nats.lastErrorMessage || 'not connected' });
     }
     try {
-      const rtt = await withTimeout(nc.rtt(), this.config.health.natsRttTimeoutMs, 'NATS ping');
+      const ms = this.config.health.natsRttTimeoutMs;
+      const rtt = await withTimeout(
+        nc.rtt(),
+        ms,
+        () => new Error(`NATS ping took longer than ${ms} ms`),
+      );
       return check.up({ state, server: nc.getServer(), rtt_ms: Math.round(rtt * 1000) / 1000 });
     } catch (err) {
       return check.down({ state, error: (err as Error).message });

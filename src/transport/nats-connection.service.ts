@@ -1,6 +1,7 @@
 import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { BehaviorSubject, firstValueFrom, filter } from 'rxjs';
+import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
 import { natsConnectionOptions } from './nats-options';
 
@@ -128,19 +129,11 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
       return;
     }
     const grace = this.config.shutdown.graceMs;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        nc.drain(),
-        new Promise<void>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`drain took longer than ${grace} ms`)), grace);
-        }),
-      ]);
+      await withTimeout(nc.drain(), grace, () => new Error(`drain took longer than ${grace} ms`));
     } catch (err) {
       this.logger.warn({ err: (err as Error).message }, 'NATS drain incomplete; closing');
       await nc.close().catch(() => undefined);
-    } finally {
-      clearTimeout(timer);
     }
     this.state$.next('closed');
   }
