@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Errors } from '../common/errors/error-catalogue';
+import { reqIdOf } from '../common/req-id';
 
 export const MODALITIES = ['image', 'video', 'audio'] as const;
 export type Modality = (typeof MODALITIES)[number];
@@ -108,12 +109,7 @@ export function parseEncodeRequest(body: unknown): EncodeRequest {
   const result = encodeRequestSchema.safeParse(body);
   if (!result.success) {
     const issue = result.error.issues[0]!;
-    const reqId =
-      typeof body === 'object' &&
-      body !== null &&
-      typeof (body as { req_id?: unknown }).req_id === 'string'
-        ? (body as { req_id: string }).req_id || undefined
-        : undefined;
+    const reqId = reqIdOf(body);
     const message =
       issue.path[0] === 'mm_items' && issue.path.length > 1
         ? `mm_items[${String(issue.path[1])}]: ${issue.message}`

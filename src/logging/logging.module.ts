@@ -2,14 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { Module } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
 import { LoggerModule } from 'nestjs-pino';
+import { reqIdOf } from '../common/req-id';
 import { AppConfig } from '../config/app-config';
 
-function reqIdOf(req: IncomingMessage): string | undefined {
-  const body = (req as IncomingMessage & { body?: unknown }).body;
-  if (typeof body === 'object' && body !== null) {
-    const id = (body as { req_id?: unknown }).req_id;
-    if (typeof id === 'string') return id;
-  }
+function requestReqId(req: IncomingMessage): string | undefined {
+  const fromBody = reqIdOf((req as IncomingMessage & { body?: unknown }).body);
+  if (fromBody) return fromBody;
   const match = /\/admin\/registry\/([^/?]+)/.exec(req.url ?? '');
   return match?.[1] ? decodeURIComponent(match[1]) : undefined;
 }
@@ -24,7 +22,7 @@ function reqIdOf(req: IncomingMessage): string | undefined {
           level: config.log.level,
           genReqId: (req) => (req.headers['x-request-id'] as string | undefined) ?? randomUUID(),
           customProps: (req) => {
-            const reqId = reqIdOf(req);
+            const reqId = requestReqId(req);
             return reqId ? { req_id: reqId } : {};
           },
           autoLogging: { ignore: (req) => req.url?.startsWith('/health') ?? false },

@@ -9,14 +9,9 @@ import {
 import type { NatsContext } from '@nestjs/microservices';
 import type { Request, Response } from 'express';
 import { TimeoutError, throwError, type Observable } from 'rxjs';
+import { reqIdOf } from '../req-id';
 import { timeoutErrorFor } from './error-catalogue';
 import { MMError, type ErrorBody } from './mm-error';
-
-function reqIdOf(data: unknown): string | undefined {
-  if (typeof data !== 'object' || data === null) return undefined;
-  const id = (data as Record<string, unknown>).req_id;
-  return typeof id === 'string' && id.length > 0 ? id : undefined;
-}
 
 /** The last token of a NATS subject, or the last static segment of an HTTP route. */
 function operationOf(host: ArgumentsHost): string | undefined {

@@ -2,6 +2,7 @@ import { Injectable, type PipeTransform } from '@nestjs/common';
 import type { z } from 'zod';
 import { Errors } from '../errors/error-catalogue';
 import { MMError } from '../errors/mm-error';
+import { reqIdOf } from '../req-id';
 
 /**
  * What the NATS deserializer hands over when the raw message could not become a payload
@@ -30,12 +31,6 @@ export class ZodPipe<S extends z.ZodType> implements PipeTransform<unknown, z.in
     if (value instanceof RejectedPayload) throw value.error;
     const result = this.schema.safeParse(value);
     if (result.success) return result.data;
-    const reqId =
-      typeof value === 'object' &&
-      value !== null &&
-      typeof (value as { req_id?: unknown }).req_id === 'string'
-        ? (value as { req_id: string }).req_id
-        : undefined;
-    throw Errors.invalidField(this.what, describeIssues(result.error), reqId);
+    throw Errors.invalidField(this.what, describeIssues(result.error), reqIdOf(value));
   }
 }
