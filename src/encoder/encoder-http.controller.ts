@@ -3,7 +3,7 @@ import { ApiBody, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { Observable } from 'rxjs';
 import { Clock } from '../common/clock';
-import { callDeadline } from '../common/deadline';
+import { callDeadline, callTimeoutMs } from '../common/deadline';
 import { openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import {
@@ -89,9 +89,8 @@ export class EncoderHttpController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Observable<WaitMetadataResponse> {
-    const timeoutMs = Math.min(body.timeout_ms ?? Infinity, this.metadata.maxTimeoutMs);
     return this.metadata.wait(body.req_id, body.part_idx, {
-      timeoutMs,
+      timeoutMs: callTimeoutMs(body.timeout_ms, this.metadata.maxTimeoutMs),
       signal: abortOnDisconnect(req, res),
     });
   }

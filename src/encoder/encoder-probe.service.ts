@@ -7,6 +7,7 @@ import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
 import { EncoderBackend } from './backend/encoder-backend';
 import { EncodeScheduler } from './encode-scheduler.service';
+import { forwardPart } from './preprocess/preprocess.types';
 import { Preprocessor } from './preprocess/preprocessor.service';
 
 /** A 32×32 black PNG: the functional health probe's input (SGLang uses the same). */
@@ -74,7 +75,7 @@ export class EncoderProbe {
       reqId: `HEALTH_CHECK_${randomUUID().replace(/-/g, '')}`,
       kind: pre.kind,
       fusable: true,
-      part: { data: pre.data, rows: pre.rows, grids: pre.grids, tokens: pre.tokens },
+      part: forwardPart(pre),
       deadline,
       priority: true,
     });

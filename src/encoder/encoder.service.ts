@@ -4,12 +4,13 @@ import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import { DTYPE_BYTES } from '../transfer/frame';
 import { EncoderBackend } from './backend/encoder-backend';
 import { EncodeScheduler } from './encode-scheduler.service';
 import type { EncodeRequest } from './encode-request.schema';
 import { EncoderMetrics } from './encoder.metrics';
 import { MediaLoader } from './media/media-loader.service';
-import type { PreprocessOk } from './preprocess/preprocess.types';
+import { forwardPart } from './preprocess/preprocess.types';
 import { Preprocessor } from './preprocess/preprocessor.service';
 import { DeliveryService, type DestinationView } from './delivery.service';
 import { ProfilerService } from './profiler.service';
@@ -79,7 +80,7 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     private readonly delivery: DeliveryService,
     private readonly lifecycle: RequestLifecycle,
   ) {
-    this.bytesPerValue = config.encoder.stagingDtype === 'float16' ? 2 : 4;
+    this.bytesPerValue = DTYPE_BYTES[config.encoder.stagingDtype];
   }
 
   onModuleInit(): void {
@@ -175,7 +176,7 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
       reqId,
       kind: pre.kind,
       fusable: req.modality !== 'video',
-      part: this.part(pre),
+      part: forwardPart(pre),
       deadline,
       cancelled: () => state.releaseRequested,
     });
@@ -227,10 +228,6 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
       timings,
       ...(destinations ? { destinations } : {}),
     };
-  }
-
-  private part(pre: PreprocessOk) {
-    return { data: pre.data, rows: pre.rows, grids: pre.grids, tokens: pre.tokens };
   }
 
   private checkReleased(state: { releaseRequested: boolean; reqId: string }): void {

@@ -1,6 +1,8 @@
+import type { WireDtype } from '../../transfer/frame';
 import type { ModelKind } from '../preprocess/preprocess.types';
 
-export type StagingDtype = 'float32' | 'float16';
+/** Embeddings are staged in the dtype they are sent in. */
+export type StagingDtype = WireDtype;
 
 export interface ForwardPart {
   /** This request's packed rows (patches or audio frames). */

@@ -1,3 +1,4 @@
+import type { ForwardPart } from '../backend/forward.types';
 import type { Modality } from '../encode-request.schema';
 
 export interface PreprocessTask {
@@ -34,3 +35,8 @@ export interface PreprocessFailed {
 }
 
 export type PreprocessResult = PreprocessOk | PreprocessFailed;
+
+/** What the scheduler hands the backend for one preprocessed request. */
+export function forwardPart(pre: PreprocessOk): ForwardPart {
+  return { data: pre.data, rows: pre.rows, grids: pre.grids, tokens: pre.tokens };
+}
