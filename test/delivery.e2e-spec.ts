@@ -366,6 +366,60 @@ describe('TTL expiry (e2e)', () => {
   });
 });
 
+describe('float16 staging (e2e)', () => {
+  it('halves embedding_size and sends a valid float16 frame', async () => {
+    const t = await startTestApp({ EPD_STAGING_DTYPE: 'float16' });
+    const nc = await connect({ servers: sharedNatsUrl() });
+    const got: FrameHeader[] = [];
+    const rx = await ReferenceReceiver.start({ onFrame: ({ header }) => void got.push(header) });
+    try {
+      const subject = (dp: string) => `${t.config.nats.subjectPrefix}.v1.${dp}`;
+      const item = dataUri(await image(112, 84), 'image/png');
+      const enc = await nc.request(
+        subject('encode'),
+        JSON.stringify({
+          req_id: 'f16',
+          modality: 'image',
+          mm_items: [item],
+          num_parts: 1,
+          part_idx: 0,
+        }),
+        { timeout: 30_000 },
+      );
+      expect(enc.json<Reply>().response).toMatchObject({
+        embedding_len: 12,
+        embedding_size: 12 * 1024 * 2,
+      });
+      const sent = await nc.request(
+        subject('send'),
+        JSON.stringify({
+          req_id: 'f16',
+          prefill_host: '127.0.0.1',
+          embedding_port: rx.port,
+          receive_count: 1,
+        }),
+        { timeout: 30_000 },
+      );
+      expect(sent.json<Reply>().response).toEqual({
+        req_id: 'f16',
+        bytes: 12 * 1024 * 2,
+        acked: true,
+      });
+      expect(got).toEqual([
+        expect.objectContaining({
+          dtype: 'float16',
+          shape: [12, 1024],
+          byte_length: 12 * 1024 * 2,
+        }),
+      ]);
+    } finally {
+      await rx.close();
+      await nc.drain();
+      await t.close();
+    }
+  });
+});
+
 describe('send during the forward (e2e, slow model)', () => {
   it('waits for the embedding, then delivers it', async () => {
     const t = await startTestApp({ EPD_MODEL_PATH: process.env.EPD_TEST_SLOW_MODEL! });

@@ -84,8 +84,6 @@ export const encodeRequestSchema = z
     }
   });
 
-export type EncodeRequestInput = z.input<typeof encodeRequestSchema>;
-
 export interface MediaItem {
   url: string;
   content_hash?: string;
