@@ -85,6 +85,7 @@ describe('EncodeScheduler', () => {
     const results = await Promise.all(rest);
     expect(results.map((r) => r.batchSize)).toEqual([...Array(8).fill(8), 2, 2]);
     expect(scheduler.stats().batchSizes).toEqual({ 1: 1, 8: 1, 2: 1 });
+    expect(scheduler.stats()).toMatchObject({ batches: 3, fusedBatches: 2 });
   });
 
   it('never fuses video, nor vision with audio', async () => {

@@ -60,15 +60,14 @@ export class EncodeScheduler {
   private readonly logger = new Logger(EncodeScheduler.name);
   private readonly queue: Job[] = [];
   private running = false;
-  private readonly stats_: Omit<SchedulerStats, 'queued' | 'running'> = {
-    batches: 0,
-    fusedBatches: 0,
-    isolationRetries: 0,
-    skippedExpired: 0,
-    skippedCancelled: 0,
-    batchSizes: {},
-    lastBatchCompletedAt: null,
-  };
+  private readonly stats_: Omit<SchedulerStats, 'queued' | 'running' | 'batches' | 'fusedBatches'> =
+    {
+      isolationRetries: 0,
+      skippedExpired: 0,
+      skippedCancelled: 0,
+      batchSizes: {},
+      lastBatchCompletedAt: null,
+    };
   private readonly dtype: StagingDtype;
 
   constructor(
@@ -93,8 +92,16 @@ export class EncodeScheduler {
   }
 
   stats(): SchedulerStats {
+    let batches = 0;
+    let fusedBatches = 0;
+    for (const [size, count] of Object.entries(this.stats_.batchSizes)) {
+      batches += count;
+      if (Number(size) > 1) fusedBatches += count;
+    }
     return {
       ...this.stats_,
+      batches,
+      fusedBatches,
       batchSizes: { ...this.stats_.batchSizes },
       queued: this.queue.length,
       running: this.running,
@@ -186,8 +193,6 @@ export class EncodeScheduler {
       parts: batch.map((j) => j.part),
       dtype: this.dtype,
     });
-    this.stats_.batches++;
-    if (batch.length > 1) this.stats_.fusedBatches++;
     this.stats_.batchSizes[batch.length] = (this.stats_.batchSizes[batch.length] ?? 0) + 1;
     batch.forEach((job, i) =>
       job.resolve({
