@@ -107,16 +107,21 @@ async function video(task: PreprocessTask): Promise<PreprocessResult> {
   return pack([{ data, grid: [grid.t, grid.h, grid.w] }]);
 }
 
-function pack(parts: { data: Float32Array; grid: [number, number, number] }[]): PreprocessResult {
-  const rows = parts.reduce((n, p) => n + p.data.length / PATCH_DIM, 0);
-  const data = parts.length === 1 ? parts[0]!.data : new Float32Array(rows * PATCH_DIM);
-  if (parts.length > 1) {
-    let o = 0;
-    for (const p of parts) {
-      data.set(p.data, o);
-      o += p.data.length;
-    }
+/** One request's items packed back to back (a single item is used as is, without a copy). */
+function concat(parts: Float32Array[]): Float32Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
   }
+  return out;
+}
+
+function pack(parts: { data: Float32Array; grid: [number, number, number] }[]): PreprocessResult {
+  const data = concat(parts.map((p) => p.data));
+  const rows = data.length / PATCH_DIM;
   const grids = parts.map((p) => p.grid);
   const tokens = grids.reduce((n, [t, h, w]) => n + tokensForGrid(t, h, w), 0);
   return { ok: true, kind: 'vision', data, rows, grids, tokens, ms: 0 };
@@ -130,15 +135,8 @@ function audio(task: PreprocessTask): PreprocessResult {
       throw new StageError('load', i, (err as Error).message);
     }
   });
+  const data = concat(feats.map((f) => f.data));
   const rows = feats.reduce((n, f) => n + f.frames, 0);
-  const data = feats.length === 1 ? feats[0]!.data : new Float32Array(rows * 640);
-  if (feats.length > 1) {
-    let o = 0;
-    for (const f of feats) {
-      data.set(f.data, o);
-      o += f.data.length;
-    }
-  }
   return { ok: true, kind: 'audio', data, rows, grids: [], tokens: rows, ms: 0 };
 }
 
