@@ -104,10 +104,19 @@ const MAX_TOMBSTONES = 100_000;
 /** Ids released recently, so a late registration is told "not active" at once. */
 const MAX_RECENTLY_RELEASED = 100_000;
 
+/** Sets key → until (constant TTL), oldest evicted at `max`; re-inserting keeps expiry order. */
 function boundedSet(map: Map<string, number>, key: string, until: number, max: number): void {
   map.delete(key);
   if (map.size >= max) map.delete(map.keys().next().value!);
   map.set(key, until);
+}
+
+/** Drops entries expired by `now` from a map that boundedSet keeps in expiry order. */
+function expireOrdered(map: Map<string, number>, now: number): void {
+  for (const [key, until] of map) {
+    if (until > now) break;
+    map.delete(key);
+  }
 }
 
 export type ReleaseOutcome = 'released' | 'deferred' | 'tombstoned' | 'already-tombstoned';
@@ -285,11 +294,8 @@ export class ReqStateStore {
         expired.push(state.reqId);
       }
     }
-    for (const [reqId, until] of this.tombstones) if (until <= now) this.tombstones.delete(reqId);
-    for (const [reqId, until] of this.recentlyReleased) {
-      if (until > now) break; // insertion order is expiry order
-      this.recentlyReleased.delete(reqId);
-    }
+    expireOrdered(this.tombstones, now);
+    expireOrdered(this.recentlyReleased, now);
     return expired;
   }
 
