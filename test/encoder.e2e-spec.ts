@@ -16,6 +16,7 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
   let t: TestApp;
   let nc: NatsConnection;
   let png224: Buffer;
+  const profileRoot = mkdtempSync(join(tmpdir(), 'epd-prof-'));
 
   const subject = (dp: string) => `${t.config.nats.subjectPrefix}.v1.${dp}`;
   async function call(dp: string, data: unknown, timeout = 30_000): Promise<Reply> {
@@ -42,7 +43,7 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
     };
 
   beforeAll(async () => {
-    t = await startTestApp();
+    t = await startTestApp({ EPD_PROFILE_ROOT: profileRoot });
     nc = await connect({ servers: sharedNatsUrl() });
     png224 = await image(224, 224);
   });
@@ -236,7 +237,7 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
   });
 
   it('writes a readable V8 .cpuprofile between start_profile and stop_profile', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'epd-prof-'));
+    const dir = mkdtempSync(join(profileRoot, 'run-'));
     const start = await call('start_profile', { output_dir: dir, profile_prefix: 'e2e' });
     expect(start.response).toMatchObject({
       ok: true,

@@ -8,7 +8,7 @@ import { MetaRegistry, type RegistryStats } from '../meta-registry/meta-registry
 import type { z } from 'zod';
 import { adminPublishSchema, reqIdSchema, type MetaPayload } from '../meta-registry/meta.schema';
 import { MetadataService } from '../meta-registry/metadata.service';
-import { AdminTokenGuard } from './admin-token.guard';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 
 interface RegistryEntryView {
   req_id: string;

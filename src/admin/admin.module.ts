@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { EncoderModule } from '../encoder/encoder.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
-import { AdminTokenGuard } from './admin-token.guard';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { AdminController } from './admin.controller';
 import { RequestsAdminController } from './requests-admin.controller';
 

@@ -12,7 +12,7 @@ import {
 import { EncoderService } from '../encoder/encoder.service';
 import { ReqStateStore, type ReleaseOutcome, type StagingStats } from '../encoder/req-state.store';
 import { reqIdSchema } from '../meta-registry/meta.schema';
-import { AdminTokenGuard } from './admin-token.guard';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 
 interface RequestView {
   req_id: string;

@@ -1,4 +1,5 @@
-import { Body, Controller, Get, Header, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, Get, Header, HttpCode, Post, Req, Res, UseGuards } from '@nestjs/common';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { Observable } from 'rxjs';
@@ -101,12 +102,14 @@ export class EncoderHttpController {
     return this.probe.probe();
   }
 
+  @UseGuards(AdminTokenGuard)
   @Get('start_profile')
   @Header('content-type', 'text/plain; charset=utf-8')
   async startProfileGet(): Promise<string> {
     return `${(await this.profiler.start({})).msg}\n`;
   }
 
+  @UseGuards(AdminTokenGuard)
   @Post('start_profile')
   @HttpCode(200)
   @Header('content-type', 'text/plain; charset=utf-8')
@@ -117,12 +120,14 @@ export class EncoderHttpController {
     return `${(await this.profiler.start(body ?? {})).msg}\n`;
   }
 
+  @UseGuards(AdminTokenGuard)
   @Get('stop_profile')
   @Header('content-type', 'text/plain; charset=utf-8')
   async stopProfileGet(): Promise<string> {
     return `${(await this.profiler.stop()).msg}\n`;
   }
 
+  @UseGuards(AdminTokenGuard)
   @Post('stop_profile')
   @HttpCode(200)
   @Header('content-type', 'text/plain; charset=utf-8')

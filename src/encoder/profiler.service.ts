@@ -1,8 +1,8 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
-import { mkdir, realpath, writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
-import { tmpdir } from 'node:os';
-import { isAbsolute, join, resolve, sep } from 'node:path';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { ConfinedDir } from '../common/fs/confined-dir';
 import { Errors } from '../common/errors/error-catalogue';
 import { BadRequestError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
@@ -20,72 +20,99 @@ export interface ProfileReply {
   path?: string;
 }
 
+/** One profile from its claim to its file; `ready` settles once V8 is sampling (or failed to). */
+interface Run {
+  dir: string;
+  prefix: string;
+  id: string;
+  stepsLeft?: number;
+  session?: Session;
+  ready: Promise<void>;
+  stopping?: Promise<ProfileReply>;
+}
+
+/**
+ * A private default root: the OS temp dir is world-writable, so anyone on the host could
+ * plant a symlink there for a profile to follow.
+ */
+export function defaultProfileRoot(): string {
+  const state = process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+  return join(state, 'epd-encoder', 'profiles');
+}
+
 /**
  * V8 CPU profiles of this worker through node:inspector, started and stopped over NATS or
  * HTTP (SGLang's start_profile / stop_profile). Files are
  * `{prefix}-rank{rank}-{id}.cpuprofile` (open them in Chrome DevTools or speedscope);
- * output_dir must lie under EPD_PROFILE_ROOT (default: the OS temp dir), so a remote
- * caller cannot write anywhere else. `num_steps` stops after that many encodes.
+ * output_dir must lie under EPD_PROFILE_ROOT (default: a private per-user state dir), so a
+ * remote caller cannot write anywhere else. `num_steps` stops after that many encodes.
+ *
+ * At most one profile runs: the slot is claimed synchronously, before the first await,
+ * so concurrent starts cannot each open an inspector session (the leak that left 33
+ * orphaned sessions sampling and RSS at 2.67 GB). Stop, num_steps and shutdown all end
+ * that one run through `finish()`.
  */
 @Injectable()
 export class ProfilerService implements OnModuleDestroy {
   private readonly logger = new Logger('Profiler');
-  private session?: Session;
-  private current?: { dir: string; prefix: string; id: string; stepsLeft?: number };
+  private run?: Run;
+  private root?: Promise<ConfinedDir>;
 
   constructor(private readonly config: AppConfig) {}
 
   get running(): boolean {
-    return this.current !== undefined;
+    return this.run !== undefined;
   }
 
-  async start(req: ProfileRequest): Promise<ProfileReply> {
-    if (this.current) throw Errors.profilingRunning();
-    const dir = await this.outputDir(req.output_dir);
+  /** Inspector sessions open right now: 0 or 1 (a test and a metric read it). */
+  get sessions(): number {
+    return this.run?.session ? 1 : 0;
+  }
+
+  start(req: ProfileRequest): Promise<ProfileReply> {
+    if (this.run) return Promise.reject(Errors.profilingRunning());
     const prefix = req.profile_prefix ?? 'encoder';
     if (!/^[A-Za-z0-9_.-]+$/.test(prefix))
-      throw new BadRequestError('profile_prefix may hold only letters, digits, _ . -');
-    const id = String(Date.now());
-    this.current = { dir, prefix, id, stepsLeft: req.num_steps };
-    try {
-      this.session = new Session();
-      this.session.connect();
-      await this.session.post('Profiler.enable');
-      await this.session.post('Profiler.start');
-    } catch (err) {
-      this.current = undefined;
-      this.session?.disconnect();
-      throw err;
-    }
-    this.logger.log({ dir, prefix, id, num_steps: req.num_steps }, 'profiling started');
-    return { ok: true, msg: `Start profiling. output_dir=${dir} profile_id=${id}` };
+      return Promise.reject(
+        new BadRequestError('profile_prefix may hold only letters, digits, _ . -'),
+      );
+    const run: Run = {
+      dir: '',
+      prefix,
+      id: String(Date.now()),
+      stepsLeft: req.num_steps,
+      ready: Promise.resolve(),
+    };
+    this.run = run;
+    run.ready = this.open(run, req.output_dir);
+    return run.ready.then(
+      () => {
+        this.logger.log(
+          { dir: run.dir, prefix, id: run.id, num_steps: req.num_steps },
+          'profiling started',
+        );
+        return { ok: true, msg: `Start profiling. output_dir=${run.dir} profile_id=${run.id}` };
+      },
+      (err: unknown) => {
+        if (this.run === run) this.run = undefined;
+        run.session?.disconnect();
+        throw err;
+      },
+    );
   }
 
-  async stop(): Promise<ProfileReply> {
-    const current = this.current;
-    const session = this.session;
-    if (!current || !session) throw Errors.profilingNotRunning();
-    this.current = undefined;
-    this.session = undefined;
-    try {
-      const { profile } = await session.post('Profiler.stop');
-      const path = join(
-        current.dir,
-        `${current.prefix}-rank${this.config.encoder.dpRank}-${current.id}.cpuprofile`,
-      );
-      await writeFile(path, JSON.stringify(profile));
-      this.logger.log({ path }, 'profiling stopped');
-      return { ok: true, msg: `Stop profiling. ${path}`, path };
-    } finally {
-      session.disconnect();
-    }
+  stop(): Promise<ProfileReply> {
+    const run = this.run;
+    if (!run) return Promise.reject(Errors.profilingNotRunning());
+    run.stopping ??= this.finish(run);
+    return run.stopping;
   }
 
   /** Called after each completed encode; stops a num_steps profile when it is due. */
   step(): void {
-    const current = this.current;
-    if (current?.stepsLeft === undefined) return;
-    if (--current.stepsLeft <= 0) {
+    const run = this.run;
+    if (run?.stepsLeft === undefined) return;
+    if (--run.stepsLeft <= 0) {
       this.stop().catch((err: unknown) =>
         this.logger.error({ err }, 'automatic profile stop failed'),
       );
@@ -93,20 +120,54 @@ export class ProfilerService implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
-    if (this.current) await this.stop().catch(() => undefined);
+    if (this.run) await this.stop().catch(() => undefined);
   }
 
-  private async outputDir(requested?: string): Promise<string> {
-    const root = await realpath(this.config.profile.root || tmpdir());
-    if (!requested) return root;
-    const inside = (p: string) => p === root || p.startsWith(root + sep);
-    const refuse = () => new BadRequestError(`output_dir must be under ${root} (EPD_PROFILE_ROOT)`);
-    const dir = isAbsolute(requested) ? resolve(requested) : resolve(root, requested);
-    if (!inside(dir)) throw refuse();
-    await mkdir(dir, { recursive: true });
-    // Again after resolving symlinks, which the lexical check cannot see.
-    const real = await realpath(dir);
-    if (!inside(real)) throw refuse();
-    return real;
+  private async open(run: Run, requested?: string): Promise<void> {
+    const root = await this.confinedRoot();
+    const dir = root.resolve(requested, 'output_dir');
+    await root.ensureDir(dir, 'output_dir');
+    run.dir = dir;
+    const session = new Session();
+    session.connect();
+    run.session = session;
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+  }
+
+  private async finish(run: Run): Promise<ProfileReply> {
+    try {
+      await run.ready.catch(() => undefined);
+      const session = run.session;
+      if (!session) throw Errors.profilingNotRunning();
+      const { profile } = await session.post('Profiler.stop');
+      const root = await this.confinedRoot();
+      const name = `${run.prefix}-rank${this.config.encoder.dpRank}-${run.id}.cpuprofile`;
+      // The directory is checked again now: it may have been swapped for a symlink since start.
+      const file = await root.createFile(run.dir, name, 'output_dir');
+      try {
+        await file.writeFile(JSON.stringify(profile));
+      } finally {
+        await file.close();
+      }
+      const path = join(run.dir, name);
+      this.logger.log({ path }, 'profiling stopped');
+      return { ok: true, msg: `Stop profiling. ${path}`, path };
+    } finally {
+      run.session?.disconnect();
+      run.session = undefined;
+      if (this.run === run) this.run = undefined;
+    }
+  }
+
+  private confinedRoot(): Promise<ConfinedDir> {
+    this.root ??= ConfinedDir.open(
+      this.config.profile.root || defaultProfileRoot(),
+      'EPD_PROFILE_ROOT',
+    ).catch((err: unknown) => {
+      this.root = undefined; // not cached: the operator may fix the directory
+      throw err;
+    });
+    return this.root;
   }
 }

@@ -1,4 +1,5 @@
-import { Controller } from '@nestjs/common';
+import { Controller, UseGuards } from '@nestjs/common';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
 import { Clock } from '../common/clock';
 import { ZodPipe } from '../common/validation/zod.pipe';
@@ -90,6 +91,7 @@ export class EncoderController {
     return this.probe.probe();
   }
 
+  @UseGuards(AdminTokenGuard)
   @MessagePattern(DpType.StartProfile)
   startProfile(
     @Payload(new ZodPipe(profileRequestSchema, 'start_profile request')) req: ProfileRequest,
@@ -97,6 +99,7 @@ export class EncoderController {
     return this.profiler.start(req);
   }
 
+  @UseGuards(AdminTokenGuard)
   @MessagePattern(DpType.StopProfile)
   stopProfile(): Promise<ProfileReply> {
     return this.profiler.stop();

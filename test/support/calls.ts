@@ -1,0 +1,54 @@
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
+import type { TestApp } from './app';
+
+export type Reply = {
+  response?: Record<string, unknown> & { timings?: Record<string, number> };
+  err?: { status: string; code: number; message: string; req_id: string | null } & Record<
+    string,
+    unknown
+  >;
+};
+
+/** One NATS request to a test app's `<prefix>.v1.<dp>`, as a bare-JSON client sends it. */
+export async function natsCall(
+  nc: NatsConnection,
+  t: TestApp,
+  dp: string,
+  data: unknown,
+  options: { timeout?: number; headers?: Record<string, string> } = {},
+): Promise<Reply> {
+  let hdrs;
+  if (options.headers) {
+    hdrs = natsHeaders();
+    for (const [k, v] of Object.entries(options.headers)) hdrs.set(k, v);
+  }
+  const msg = await nc.request(
+    `${t.config.nats.subjectPrefix}.v1.${dp}`,
+    typeof data === 'string' ? data : JSON.stringify(data),
+    { timeout: options.timeout ?? 30_000, ...(hdrs ? { headers: hdrs } : {}) },
+  );
+  return msg.json<Reply>();
+}
+
+/** A one-part `/encode` body. */
+export const encodeBody = (reqId: string, items: unknown[], modality = 'image') => ({
+  req_id: reqId,
+  modality,
+  mm_items: items,
+  num_parts: 1,
+  part_idx: 0,
+});
+
+/** Polls `condition` until it holds or `timeoutMs` passes; returns whether it held. */
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs = 5000,
+  intervalMs = 10,
+): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
