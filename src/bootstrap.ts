@@ -4,6 +4,7 @@ import type { INestApplication } from '@nestjs/common';
 import type { CustomStrategy } from '@nestjs/microservices';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { jsonBody } from './common/http/json-body.middleware';
 import { AppConfig } from './config/app-config';
 import { EpdNatsServer } from './transport/epd-nats.server';
 
@@ -17,6 +18,8 @@ export function configureApp(
   options: { shutdownHooks?: boolean } = {},
 ): void {
   app.useLogger(app.get(Logger));
+  // Create the app with `bodyParser: false`: this parser replaces Nest's default one.
+  app.use(jsonBody(app.get(AppConfig).http.maxBodyBytes));
   app.connectMicroservice<CustomStrategy>(
     { strategy: app.get(EpdNatsServer) },
     { inheritAppConfig: true },

@@ -16,7 +16,7 @@ async function main(): Promise<void> {
     process.exit(78); // EX_CONFIG
   }
 
-  const app = await NestFactory.create(AppModule, { bufferLogs: true });
+  const app = await NestFactory.create(AppModule, { bufferLogs: true, bodyParser: false });
   configureApp(app);
   const logger = app.get(Logger);
   const config = app.get(AppConfig);

@@ -33,7 +33,7 @@ export const configSchema = z.object({
     maxRequestBytes: positiveInt,
     reconnectMaxDelayMs: positiveInt,
   }),
-  http: z.object({ host: z.string().min(1), port }),
+  http: z.object({ host: z.string().min(1), port, maxBodyBytes: positiveInt }),
   timeouts: z.object({ reqTimeoutMs: positiveInt, sendTimeoutMs: positiveInt }),
   registry: z.object({
     store: z.enum(['memory', 'jetstream']),
@@ -96,6 +96,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_MAX_REQUEST_BYTES: ['nats', 'maxRequestBytes'],
   EPD_HTTP_HOST: ['http', 'host'],
   EPD_HTTP_PORT: ['http', 'port'],
+  EPD_HTTP_MAX_BODY_BYTES: ['http', 'maxBodyBytes'],
   EPD_REQ_TIMEOUT_MS: ['timeouts', 'reqTimeoutMs'],
   EPD_SEND_TIMEOUT_MS: ['timeouts', 'sendTimeoutMs'],
   EPD_REGISTRY_STORE: ['registry', 'store'],

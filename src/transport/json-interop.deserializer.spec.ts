@@ -25,7 +25,7 @@ describe('JsonInteropDeserializer', () => {
       data: unknown;
     };
     expect(out.data).toEqual({ req_id: 'r' });
-    expect(out.id).toMatch(/^nats-\d+$/);
+    expect(out.id).toMatch(/^epd-bare-\d+$/);
   });
 
   it('treats bare JSON without a reply subject as an event', () => {

@@ -3,6 +3,9 @@ import type { ConsumerDeserializer, IncomingEvent, IncomingRequest } from '@nest
 import { Errors } from '../common/errors/error-catalogue';
 import { RejectedPayload } from '../common/validation/zod.pipe';
 
+/** Ids this deserializer gives bare-JSON requests; the reply serializer recognises them. */
+export const BARE_ID_PREFIX = 'epd-bare-';
+
 function isEnvelope(v: unknown): v is { pattern: unknown; data: unknown; id?: unknown } {
   return typeof v === 'object' && v !== null && 'pattern' in v && 'data' in v;
 }
@@ -23,10 +26,10 @@ export class JsonInteropDeserializer implements ConsumerDeserializer {
     const pattern = (options?.channel as string | undefined) ?? msg.subject;
     const packet = (data: unknown, id?: string): IncomingRequest | IncomingEvent =>
       id ? { pattern, data, id } : { pattern, data };
-    const replyId = () => (msg.reply ? `nats-${++this.seq}` : undefined);
+    const replyId = () => (msg.reply ? `${BARE_ID_PREFIX}${++this.seq}` : undefined);
     const size = msg.data.length;
     if (size > this.maxRequestBytes) {
-      const error = Errors.payloadTooLarge(size, this.maxRequestBytes);
+      const error = Errors.payloadTooLarge(size, this.maxRequestBytes, 'EPD_MAX_REQUEST_BYTES');
       return packet(new RejectedPayload(error), replyId());
     }
     let value: unknown = {};

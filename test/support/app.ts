@@ -46,7 +46,7 @@ export async function startTestApp(
     .overrideProvider(AppConfig)
     .useValue(config)
     .compile();
-  const app = moduleRef.createNestApplication({ bufferLogs: true });
+  const app = moduleRef.createNestApplication({ bufferLogs: true, bodyParser: false });
   configureApp(app, { shutdownHooks: false });
   const { httpUrl, natsReady } = await startApp(app);
   if (options.waitForNats !== false) await natsReady;

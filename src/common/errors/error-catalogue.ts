@@ -18,8 +18,11 @@ export const Errors = {
   deadlineExceeded: (what: string, reqId?: string) => new MMError(`${what} timed out`, 504, reqId),
 
   // transport
-  payloadTooLarge: (bytes: number, max: number) =>
-    new MMError(`request payload of ${bytes} bytes exceeds the limit of ${max} bytes`, 413),
+  payloadTooLarge: (bytes: number, max: number, variable: string) =>
+    new MMError(
+      `request payload of ${bytes} bytes exceeds the limit of ${max} bytes (${variable})`,
+      413,
+    ),
   notJson: (reason: string) => new BadRequestError(`request body is not valid JSON: ${reason}`),
   invalidField: (what: string, details: string, reqId?: string) =>
     new BadRequestError(`invalid ${what}: ${details}`, reqId),
@@ -100,6 +103,8 @@ export const Errors = {
     ),
   deliveryIncomplete: (reqId: string, detail: string) =>
     new MMError(`delivery of req_id=${reqId} incomplete: ${detail}`, 502, reqId),
+  callerGone: (reqId: string) =>
+    new MMError(`send of req_id=${reqId} abandoned: the caller disconnected`, 499, reqId),
   profilingRunning: () => new BadRequestError('profiling already running'),
   profilingNotRunning: () => new BadRequestError('profiling not running'),
 } as const;

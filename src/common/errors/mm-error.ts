@@ -37,6 +37,15 @@ export interface ErrorBody {
   req_id: string | null;
 }
 
+export function toErrorBody(err: MMError, reqId?: string): ErrorBody {
+  return {
+    status: 'error',
+    code: err.code,
+    message: err.message,
+    req_id: err.reqId ?? reqId ?? null,
+  };
+}
+
 export function isErrorBody(value: unknown): value is ErrorBody {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;

@@ -17,6 +17,11 @@ function httpHost(routePath: string, body: unknown, params: Record<string, strin
     headersSent: false,
     statusCode: 0,
     payload: undefined as unknown,
+    contentType: '',
+    type(t: string) {
+      this.contentType = t;
+      return this;
+    },
     status(code: number) {
       this.statusCode = code;
       return this;
@@ -116,6 +121,8 @@ describe('MMExceptionFilter', () => {
       const { host, res } = httpHost('/admin/registry', {});
       filter.catch(new MMError('metadata registry is full', 507), host);
       expect(res.statusCode).toBe(507);
+      // JSON even on routes that answer text on success (start_profile).
+      expect(res.contentType).toBe('application/json');
       filter.catch(new ServiceUnavailableException(), host);
       expect(res.statusCode).toBe(503);
     });

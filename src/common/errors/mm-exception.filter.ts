@@ -11,7 +11,7 @@ import type { Request, Response } from 'express';
 import { TimeoutError, throwError, type Observable } from 'rxjs';
 import { reqIdOf } from '../req-id';
 import { timeoutErrorFor } from './error-catalogue';
-import { MMError, type ErrorBody } from './mm-error';
+import { MMError, toErrorBody } from './mm-error';
 
 /** The last token of a NATS subject, or the last static segment of an HTTP route. */
 function operationOf(host: ArgumentsHost): string | undefined {
@@ -45,16 +45,12 @@ export class MMExceptionFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): Observable<never> | void {
     const { reqId } = requestData(host);
     const err = this.toMMError(exception, host, reqId);
-    const body: ErrorBody = {
-      status: 'error',
-      code: err.code,
-      message: err.message,
-      req_id: err.reqId ?? reqId ?? null,
-    };
+    const body = toErrorBody(err, reqId);
     if (host.getType() === 'rpc') return throwError(() => body);
     const res = host.switchToHttp().getResponse<Response>();
     if (res.headersSent) return;
-    res.status(err.code).json(body);
+    // Routes that answer text (start_profile) set their content type up front; errors are JSON.
+    res.status(err.code).type('application/json').json(body);
   }
 
   private toMMError(exception: unknown, host: ArgumentsHost, reqId?: string): MMError {
