@@ -1,4 +1,5 @@
 import { Injectable, type PipeTransform } from '@nestjs/common';
+import { assertJsonDepth } from '../common/validation/json-depth';
 import { RejectedPayload } from '../common/validation/zod.pipe';
 import { parseEncodeRequest, type EncodeRequest } from './encode-request.schema';
 
@@ -7,6 +8,7 @@ import { parseEncodeRequest, type EncodeRequest } from './encode-request.schema'
 export class EncodeRequestPipe implements PipeTransform<unknown, EncodeRequest> {
   transform(value: unknown): EncodeRequest {
     if (value instanceof RejectedPayload) throw value.error;
+    assertJsonDepth(value);
     return parseEncodeRequest(value);
   }
 }

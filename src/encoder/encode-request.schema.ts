@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Errors } from '../common/errors/error-catalogue';
 import { reqIdOf } from '../common/req-id';
+import { reqIdSchema } from '../meta-registry/meta.schema';
 
 export const MODALITIES = ['image', 'video', 'audio'] as const;
 export type Modality = (typeof MODALITIES)[number];
@@ -38,7 +39,8 @@ const mediaItem = z.union(
 export const encodeRequestSchema = z
   .looseObject(
     {
-      req_id: z.string({ error: 'missing or invalid req_id' }).min(1, 'missing or invalid req_id'),
+      // The same schema as every other route: an id no route could release must not be staged.
+      req_id: reqIdSchema,
       modality: z.string({ error: 'missing or invalid modality' }).transform((m, ctx) => {
         const lower = m.toLowerCase();
         if ((MODALITIES as readonly string[]).includes(lower)) return lower as Modality;

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { Errors } from '../errors/error-catalogue';
 import { MMError } from '../errors/mm-error';
 import { reqIdOf } from '../req-id';
+import { assertJsonDepth } from './json-depth';
 
 /**
  * What the NATS deserializer hands over when the raw message could not become a payload
@@ -29,6 +30,7 @@ export class ZodPipe<S extends z.ZodType> implements PipeTransform<unknown, z.in
 
   transform(value: unknown): z.infer<S> {
     if (value instanceof RejectedPayload) throw value.error;
+    assertJsonDepth(value);
     const result = this.schema.safeParse(value);
     if (result.success) return result.data;
     throw Errors.invalidField(this.what, describeIssues(result.error), reqIdOf(value));
