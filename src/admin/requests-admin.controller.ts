@@ -1,6 +1,7 @@
 import { Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Clock } from '../common/clock';
+import { AppConfig } from '../config/app-config';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { EncodeScheduler, type SchedulerStats } from '../encoder/encode-scheduler.service';
 import {
@@ -30,6 +31,16 @@ interface RequestView {
   destinations: DestinationView[];
 }
 
+interface WorkerView {
+  dp_rank: number;
+  pid: number;
+  alive: boolean;
+  pending: number;
+  staged_bytes: number;
+  restarts: number;
+  last_exit_code: number | null;
+}
+
 @ApiTags('admin')
 @ApiBearerAuth()
 @UseGuards(AdminTokenGuard)
@@ -41,6 +52,7 @@ export class RequestsAdminController {
     private readonly scheduler: EncodeScheduler,
     private readonly clock: Clock,
     private readonly delivery: DeliveryService,
+    private readonly config: AppConfig,
   ) {}
 
   /** Requests with state on this worker: encoding or staged, with bytes and ages. */
@@ -81,6 +93,28 @@ export class RequestsAdminController {
     @Param('req_id', new ZodPipe(reqIdSchema, 'req_id')) reqId: string,
   ): Promise<{ req_id: string; outcome: ReleaseOutcome }> {
     return { req_id: reqId, outcome: await this.encoder.release(reqId) };
+  }
+
+  /**
+   * The encoder worker processes (DESIGN.md §5). One until DP workers land: this process,
+   * with the same columns the DP supervisor will fill per rank.
+   */
+  @Get('workers')
+  workers(): { dp_size: number; workers: WorkerView[] } {
+    return {
+      dp_size: 1,
+      workers: [
+        {
+          dp_rank: this.config.encoder.dpRank,
+          pid: process.pid,
+          alive: true,
+          pending: this.encoder.pendingRequests,
+          staged_bytes: this.states.stats().usedBytes,
+          restarts: 0,
+          last_exit_code: null,
+        },
+      ],
+    };
   }
 
   /** Batching scheduler counters: forwards by fused size, skips, isolation retries. */

@@ -2,6 +2,7 @@ import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
 import type { AppConfig } from '../config/app-config';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
+import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { rankSubjectFor, subjectFor } from './subjects';
 
@@ -21,6 +22,7 @@ export class EpdNatsServer extends ServerNats {
     super({
       queue: config.nats.queueGroup,
       deserializer: new JsonInteropDeserializer(config.nats.maxRequestBytes),
+      serializer: new ReplySerializer(),
     });
     this.nats = nats;
     this.config = config;
