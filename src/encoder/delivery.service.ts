@@ -72,9 +72,11 @@ export class DeliveryService {
     private readonly lifecycle: RequestLifecycle,
   ) {}
 
+  /** `signal`: the caller went away (HTTP disconnect); the delivery stops unless others share it. */
   async send(
     req: SendRequest,
     deadline: number,
+    signal?: AbortSignal,
   ): Promise<{ req_id: string; bytes: number; acked: true }> {
     const state = this.states.get(req.req_id);
     if (!state) throw Errors.noStagedEmbedding(req.req_id);
@@ -82,7 +84,7 @@ export class DeliveryService {
     if (req.receive_count !== undefined) this.fixReceiveCount(state, req.receive_count);
     const port = Array.isArray(req.embedding_port) ? req.embedding_port[0]! : req.embedding_port;
     const dest = this.destination(state, { host: req.prefill_host, port }, 'send');
-    await this.deliver(state, dest, deadline, req);
+    await this.deliver(state, dest, deadline, req, signal);
     return { req_id: req.req_id, bytes: dest.bytes ?? 0, acked: true };
   }
 
@@ -179,29 +181,61 @@ export class DeliveryService {
     return dest;
   }
 
-  /** One delivery to one destination; concurrent callers for the same destination share it. */
+  /**
+   * One delivery to one destination; concurrent callers for the same destination share
+   * it. A caller with a `signal` is answered at once when it aborts, and the delivery
+   * itself is aborted (its connection freed) once no caller is left to receive the answer.
+   */
   private deliver(
     state: ReqState,
     dest: Destination,
     deadline: number,
     req?: SendRequest,
+    signal?: AbortSignal,
   ): Promise<void> {
-    dest.inflight ??= this.deliverOnce(state, dest, deadline, req).finally(() => {
-      dest.inflight = undefined;
+    if (!dest.inflight || !dest.audience) {
+      const audience = { callers: 0, pinned: false, controller: new AbortController() };
+      dest.audience = audience;
+      dest.inflight = this.deliverOnce(
+        state,
+        dest,
+        deadline,
+        audience.controller.signal,
+        req,
+      ).finally(() => {
+        dest.inflight = undefined;
+        dest.audience = undefined;
+      });
+    }
+    const { inflight, audience } = dest;
+    if (!signal) {
+      audience.pinned = true;
+      return inflight;
+    }
+    if (signal.aborted) return Promise.reject(Errors.callerGone(state.reqId));
+    audience.callers++;
+    return new Promise<void>((resolve, reject) => {
+      const leave = () => {
+        audience.callers--;
+        if (audience.callers === 0 && !audience.pinned) audience.controller.abort();
+        reject(Errors.callerGone(state.reqId));
+      };
+      signal.addEventListener('abort', leave, { once: true });
+      inflight.finally(() => signal.removeEventListener('abort', leave)).then(resolve, reject);
     });
-    return dest.inflight;
   }
 
   private async deliverOnce(
     state: ReqState,
     dest: Destination,
     deadline: number,
+    signal: AbortSignal,
     req?: SendRequest,
   ): Promise<void> {
     state.activeSends++;
     dest.status = 'sending';
     try {
-      await this.ready(state, deadline);
+      await this.ready(state, deadline, signal);
       const emb = state.embedding;
       if (!emb || state.releaseRequested) throw Errors.releasedDuringEncode(state.reqId);
       const header: FrameHeader = {
@@ -216,7 +250,7 @@ export class DeliveryService {
       };
       const payload = new Uint8Array(emb.data.buffer, emb.data.byteOffset, emb.data.byteLength);
       try {
-        await this.transport.send(dest.endpoint, header, payload, deadline);
+        await this.transport.send(dest.endpoint, header, payload, deadline, signal);
       } catch (err) {
         throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
       }
@@ -236,10 +270,16 @@ export class DeliveryService {
     }
   }
 
-  private async ready(state: ReqState, deadline: number): Promise<void> {
+  private async ready(state: ReqState, deadline: number, signal: AbortSignal): Promise<void> {
     if (state.embedding) return;
     try {
-      await withTimeout(state.ready, deadline - this.clock.now(), () =>
+      const aborted = new Promise<never>((_, reject) =>
+        signal.addEventListener('abort', () => reject(Errors.callerGone(state.reqId)), {
+          once: true,
+        }),
+      );
+      aborted.catch(() => undefined);
+      await withTimeout(Promise.race([state.ready, aborted]), deadline - this.clock.now(), () =>
         Errors.embeddingWaitTimeout(state.reqId),
       );
     } catch (err) {

@@ -65,9 +65,11 @@ export class EncoderHttpController {
   @HttpCode(200)
   @ApiBody({ schema: openApiSchema(sendRequestSchema) })
   send(
-    @Body(new ZodPipe(sendRequestSchema, 'send request')) req: SendRequest,
+    @Body(new ZodPipe(sendRequestSchema, 'send request')) body: SendRequest,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
   ): Promise<{ req_id: string; bytes: number; acked: true }> {
-    return this.delivery.send(req, this.deadline(req));
+    return this.delivery.send(body, this.deadline(body), abortOnDisconnect(req, res));
   }
 
   /** SGLang's destination registration (zmq_to_scheduler): `{req_id, receive_url, receive_count}`. */

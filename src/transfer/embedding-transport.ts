@@ -23,5 +23,7 @@ export abstract class EmbeddingTransport {
     header: FrameHeader,
     payload: Uint8Array,
     deadline: number,
+    /** Aborts the send: the frame's wait for its ack ends, and its connection is freed. */
+    signal?: AbortSignal,
   ): Promise<Ack>;
 }

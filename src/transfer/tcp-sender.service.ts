@@ -7,6 +7,8 @@ export class TransferError extends Error {}
 
 interface Pending {
   reqId: string;
+  /** Its sender stopped waiting; the entry stays so that later acks still line up. */
+  abandoned?: boolean;
   resolve(ack: Ack): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
@@ -35,7 +37,12 @@ class Connection {
     );
   }
 
-  send(header: FrameHeader, payload: Uint8Array, timeoutMs: number): Promise<Ack> {
+  send(
+    header: FrameHeader,
+    payload: Uint8Array,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<Ack> {
     this.lastUsed = Date.now();
     if (this.closed)
       return Promise.reject(new TransferError(`connection to ${this.key} is closed`));
@@ -44,7 +51,9 @@ class Connection {
         // The stream position is unknown after a timeout: drop the connection, and with it every frame in flight.
         this.fail(new TransferError(`no ack from ${this.key} within ${timeoutMs} ms`));
       }, timeoutMs);
-      this.pending.push({ reqId: header.req_id, resolve, reject, timer });
+      const entry: Pending = { reqId: header.req_id, resolve, reject, timer };
+      signal?.addEventListener('abort', () => this.abandon(entry), { once: true });
+      this.pending.push(entry);
       this.socket.cork();
       this.socket.write(encodeHeader(header));
       // Written straight from the staged memory: a view, not a copy.
@@ -52,6 +61,19 @@ class Connection {
         this.socket.write(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength));
       this.socket.uncork();
     });
+  }
+
+  /**
+   * The sender went away: answer it now. The connection is closed once nothing in flight
+   * on it is still wanted, so a receiver that never acks holds no socket for its deadline.
+   */
+  private abandon(p: Pending): void {
+    if (!this.pending.includes(p)) return;
+    p.abandoned = true;
+    clearTimeout(p.timer);
+    p.reject(new TransferError(`send to ${this.key} abandoned by its caller`));
+    if (this.pending.every((q) => q.abandoned))
+      this.fail(new TransferError(`every frame in flight to ${this.key} was abandoned`));
   }
 
   private onData(chunk: string): void {
@@ -124,10 +146,12 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     header: FrameHeader,
     payload: Uint8Array,
     deadline: number,
+    signal?: AbortSignal,
   ): Promise<Ack> {
     const timeoutMs = Math.max(1, deadline - Date.now());
     const conn = await this.connection(endpoint, timeoutMs);
-    return conn.send(header, payload, Math.max(1, deadline - Date.now()));
+    signal?.throwIfAborted();
+    return conn.send(header, payload, Math.max(1, deadline - Date.now()), signal);
   }
 
   get openConnections(): number {
