@@ -118,6 +118,8 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ALLOWED_MEDIA_DOMAINS: ['media', 'allowedDomains'],
   EPD_MEDIA_MAX_BYTES: ['media', 'maxBytes'],
   EPD_MEDIA_ROOT: ['media', 'root'],
+  EPD_MEDIA_FETCH_TIMEOUT_MS: ['media', 'fetchTimeoutMs'],
+  EPD_MEDIA_MAX_REDIRECTS: ['media', 'maxRedirects'],
   EPD_MEDIA_ALLOW_PRIVATE_NETWORKS: ['media', 'allowPrivateNetworks'],
   EPD_PROFILE_ROOT: ['profile', 'root'],
   EPD_ADMIN_TOKEN: ['admin', 'token'],

@@ -150,7 +150,9 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
   ): Promise<EncodeResponse> {
     const { req_id: reqId } = req;
     const loadStart = this.clock.elapsed();
-    const bytes = await Promise.all(req.mm_items.map((item) => this.loader.load(item, reqId)));
+    const bytes = await Promise.all(
+      req.mm_items.map((item) => this.loader.load(item, reqId, deadline)),
+    );
     const loadMs = this.clock.elapsed() - loadStart;
     this.checkReleased(state);
 

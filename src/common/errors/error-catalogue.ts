@@ -39,6 +39,8 @@ export const Errors = {
       `Encoder media content hash mismatch: expected ${expected}, got ${got}`,
       reqId,
     ),
+  loadDeadline: (reqId?: string) =>
+    new MMError("media loading did not finish within the request's deadline", 504, reqId),
   processFailed: (reason: string, reqId?: string) =>
     new BadRequestError(`Failed to process mm items: ${reason}`, reqId),
 

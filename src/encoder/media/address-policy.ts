@@ -30,6 +30,13 @@ for (const [net, prefix] of [
 export function isPrivateAddress(address: string): boolean {
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (mapped) return PRIVATE.check(mapped[1]!, 'ipv4');
+  // The URL parser writes IPv4-mapped literals in hex: [::ffff:127.0.0.1] → [::ffff:7f00:1].
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
+  if (hex) {
+    const hi = parseInt(hex[1]!, 16);
+    const lo = parseInt(hex[2]!, 16);
+    return PRIVATE.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4');
+  }
   const family = isIP(address);
   if (family === 4) return PRIVATE.check(address, 'ipv4');
   if (family === 6) return PRIVATE.check(address, 'ipv6');
@@ -41,6 +48,7 @@ export function isAllowedHost(hostname: string, allowed: readonly string[]): boo
   const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
   return allowed.some((d) => {
     const domain = d.toLowerCase();
-    return host === domain || (!isIP(host) && host.endsWith(`.${domain}`));
+    // An IP entry matches only itself: `1.127.0.0.1` is a name, not a subdomain of an address.
+    return host === domain || (!isIP(host) && !isIP(domain) && host.endsWith(`.${domain}`));
   });
 }

@@ -3,7 +3,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { realpath, stat, open } from 'node:fs/promises';
 import { get as httpGet, type IncomingMessage } from 'node:http';
 import { get as httpsGet } from 'node:https';
-import type { LookupFunction } from 'node:net';
+import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { Injectable } from '@nestjs/common';
 import { Errors } from '../../common/errors/error-catalogue';
@@ -12,6 +12,14 @@ import type { MediaItem } from '../encode-request.schema';
 import { isAllowedHost, isPrivateAddress } from './address-policy';
 
 class LoadError extends Error {}
+
+const privateTarget = (address: string) =>
+  new LoadError(
+    `${address} is a loopback/private address, which is not allowed (EPD_MEDIA_ALLOW_PRIVATE_NETWORKS)`,
+  );
+
+/** The request's own deadline ran out while its media was loading (504, not the item's fault). */
+class DeadlineError extends Error {}
 
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
@@ -26,11 +34,16 @@ const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 export class MediaLoader {
   constructor(private readonly config: AppConfig) {}
 
-  async load(item: MediaItem, reqId?: string): Promise<Buffer> {
+  /**
+   * `deadline` (epoch ms) is the request's: loading never outlives it, so a URL that drips
+   * one byte a second cannot hold an admission slot past the caller's timeout.
+   */
+  async load(item: MediaItem, reqId?: string, deadline = Infinity): Promise<Buffer> {
     let bytes: Buffer;
     try {
-      bytes = await this.fetchBytes(item.url);
+      bytes = await this.fetchBytes(item.url, deadline);
     } catch (err) {
+      if (err instanceof DeadlineError) throw Errors.loadDeadline(reqId);
       throw Errors.loadFailed(item.url, (err as Error).message, reqId);
     }
     if (item.content_hash) {
@@ -41,9 +54,9 @@ export class MediaLoader {
     return bytes;
   }
 
-  private fetchBytes(ref: string): Promise<Buffer> {
+  private fetchBytes(ref: string, deadline: number): Promise<Buffer> {
     if (ref.startsWith('data:')) return Promise.resolve(this.dataUri(ref));
-    if (/^https?:\/\//i.test(ref)) return this.fetchUrl(new URL(ref), 0);
+    if (/^https?:\/\//i.test(ref)) return this.fetchChain(new URL(ref), deadline);
     if (ref.startsWith('file://') || ref.startsWith('/') || ref.startsWith('./'))
       return this.readFile(ref);
     const compact = ref.replace(/\s+/g, '');
@@ -109,18 +122,54 @@ export class MediaLoader {
     }
   }
 
-  private fetchUrl(url: URL, redirects: number): Promise<Buffer> {
-    const { allowedDomains, allowPrivateNetworks, fetchTimeoutMs, maxRedirects } =
-      this.config.media;
+  /**
+   * One timeout for the whole redirect chain: the earlier of the fetch timeout and the
+   * request's deadline, counted from the first hop (it used to restart on every hop).
+   */
+  private async fetchChain(first: URL, deadline: number): Promise<Buffer> {
+    const { fetchTimeoutMs, maxRedirects } = this.config.media;
+    const budget = Math.min(fetchTimeoutMs, deadline - Date.now());
+    if (budget <= 0) throw new DeadlineError();
+    const byDeadline = deadline - Date.now() <= fetchTimeoutMs;
+    const signal = AbortSignal.timeout(budget);
+    const timedOut = () =>
+      byDeadline ? new DeadlineError() : new LoadError(`timed out after ${fetchTimeoutMs} ms`);
+    let url = first;
+    for (let hop = 0; ; hop++) {
+      const result = await this.fetchOnce(url, signal, timedOut);
+      if (!(result instanceof URL)) return result;
+      if (hop >= maxRedirects) throw new LoadError(`more than ${maxRedirects} redirects`);
+      url = result;
+    }
+  }
+
+  /**
+   * Refuses a target before connecting: hosts outside EPD_ALLOWED_MEDIA_DOMAINS, and
+   * loopback/private IP literals. Node skips a custom `lookup` for literals, and the URL
+   * parser has already turned `2130706433` or `0x7f.1` into `127.0.0.1`, so the literal is
+   * checked here; names are checked in `lookup`, and every socket's connected address once
+   * more (defence in depth).
+   */
+  private checkTarget(url: URL): void {
+    const { allowedDomains, allowPrivateNetworks } = this.config.media;
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new LoadError(`unsupported scheme ${url.protocol}`);
     if (!isAllowedHost(url.hostname, allowedDomains)) {
-      return Promise.reject(
-        new LoadError(
-          allowedDomains.length === 0
-            ? 'remote URLs are disabled (EPD_ALLOWED_MEDIA_DOMAINS is empty)'
-            : `domain ${url.hostname} is not in EPD_ALLOWED_MEDIA_DOMAINS`,
-        ),
+      throw new LoadError(
+        allowedDomains.length === 0
+          ? 'remote URLs are disabled (EPD_ALLOWED_MEDIA_DOMAINS is empty)'
+          : `domain ${url.hostname} is not in EPD_ALLOWED_MEDIA_DOMAINS`,
       );
     }
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    if (!allowPrivateNetworks && isIP(host) && isPrivateAddress(host))
+      throw privateTarget(host);
+  }
+
+  /** One hop: the body, or the URL a redirect points to. */
+  private fetchOnce(url: URL, signal: AbortSignal, timedOut: () => Error): Promise<Buffer | URL> {
+    this.checkTarget(url);
+    const { allowPrivateNetworks } = this.config.media;
     const lookup: LookupFunction = (hostname, options, callback) => {
       dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
         if (err) return callback(err, '', 0);
@@ -143,55 +192,54 @@ export class MediaLoader {
       });
     };
     const get = url.protocol === 'https:' ? httpsGet : httpGet;
-    return new Promise<Buffer>((resolvePromise, reject) => {
-      const req = get(
-        url,
-        { lookup, signal: AbortSignal.timeout(fetchTimeoutMs) },
-        (res: IncomingMessage) => {
-          const status = res.statusCode ?? 0;
-          if (status >= 300 && status < 400 && res.headers.location) {
-            res.resume();
-            if (redirects >= maxRedirects)
-              return reject(new LoadError(`more than ${maxRedirects} redirects`));
-            const next = new URL(res.headers.location, url);
-            if (next.protocol !== 'http:' && next.protocol !== 'https:') {
-              return reject(new LoadError(`redirect to unsupported scheme ${next.protocol}`));
-            }
-            this.fetchUrl(next, redirects + 1).then(resolvePromise, reject);
-            return;
-          }
-          if (status !== 200) {
-            res.resume();
-            return reject(new LoadError(`HTTP ${status}`));
-          }
-          const tooLarge = this.sizeError(Number(res.headers['content-length'] ?? 0));
-          if (tooLarge) {
-            res.destroy();
-            return reject(tooLarge);
-          }
-          const chunks: Buffer[] = [];
-          let total = 0;
-          res.on('data', (chunk: Buffer) => {
-            total += chunk.length;
-            const overflow = this.sizeError(total);
-            if (overflow) {
-              res.destroy();
-              reject(overflow);
-              return;
-            }
-            chunks.push(chunk);
-          });
-          res.on('end', () => resolvePromise(Buffer.concat(chunks, total)));
-          res.on('error', reject);
-        },
-      );
-      req.on('error', (err: Error) =>
-        reject(
-          err.name === 'TimeoutError' || err.name === 'AbortError'
-            ? new LoadError(`timed out after ${fetchTimeoutMs} ms`)
-            : err,
-        ),
-      );
+    return new Promise<Buffer | URL>((resolvePromise, reject) => {
+      let settled = false;
+      const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        req.destroy();
+        reject(err);
+      };
+      const onAbort = () => fail(timedOut());
+      if (signal.aborted) return reject(timedOut());
+      signal.addEventListener('abort', onAbort, { once: true });
+      const done = (value: Buffer | URL) => {
+        if (settled) return;
+        settled = true;
+        signal.removeEventListener('abort', onAbort);
+        resolvePromise(value);
+      };
+      const req = get(url, { lookup }, (res: IncomingMessage) => {
+        const status = res.statusCode ?? 0;
+        if (status >= 300 && status < 400 && res.headers.location) {
+          res.resume();
+          return done(new URL(res.headers.location, url));
+        }
+        if (status !== 200) {
+          res.resume();
+          return fail(new LoadError(`HTTP ${status}`));
+        }
+        const tooLarge = this.sizeError(Number(res.headers['content-length'] ?? 0));
+        if (tooLarge) return fail(tooLarge);
+        const chunks: Buffer[] = [];
+        let total = 0;
+        res.on('data', (chunk: Buffer) => {
+          total += chunk.length;
+          const overflow = this.sizeError(total);
+          if (overflow) return fail(overflow);
+          chunks.push(chunk);
+        });
+        res.on('end', () => done(Buffer.concat(chunks, total)));
+        res.on('error', (err) => fail(err));
+        res.on('close', () => fail(new LoadError('connection closed before the body ended')));
+      });
+      req.on('socket', (socket: Socket) => {
+        socket.once('connect', () => {
+          const address = socket.remoteAddress ?? '';
+          if (!allowPrivateNetworks && isPrivateAddress(address)) fail(privateTarget(address));
+        });
+      });
+      req.on('error', (err: Error) => fail(err));
     });
   }
 }
