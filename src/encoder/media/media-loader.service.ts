@@ -162,8 +162,7 @@ export class MediaLoader {
       );
     }
     const host = url.hostname.replace(/^\[|\]$/g, '');
-    if (!allowPrivateNetworks && isIP(host) && isPrivateAddress(host))
-      throw privateTarget(host);
+    if (!allowPrivateNetworks && isIP(host) && isPrivateAddress(host)) throw privateTarget(host);
   }
 
   /** One hop: the body, or the URL a redirect points to. */
