@@ -40,6 +40,7 @@ async function main(): Promise<void> {
     minPixels: Number(values['min-pixels']),
     maxPixels: Number(values['max-pixels']),
     maxVideoFrames: 64,
+    maxDecodedPixels: 2 ** 27, // EPD_MAX_DECODED_PIXELS' default
   });
   if (!pre.ok) throw new Error(`${pre.stage} failed for item ${pre.itemIndex}: ${pre.message}`);
   const paths = referenceModelPaths();

@@ -8,6 +8,7 @@ import { ReqStateStore } from './req-state.store';
 
 const STAGES = [
   'load',
+  'plan',
   'preprocess_wait',
   'preprocess',
   'queue',

@@ -10,7 +10,8 @@ import { EncodeScheduler } from './encode-scheduler.service';
 import type { EncodeRequest } from './encode-request.schema';
 import { EncoderMetrics } from './encoder.metrics';
 import { MediaLoader } from './media/media-loader.service';
-import { forwardPart } from './preprocess/preprocess.types';
+import { forwardPart, type PreprocessFailed } from './preprocess/preprocess.types';
+import { checkItemCount, checkPlan } from './preprocess/request-caps';
 import { Preprocessor } from './preprocess/preprocessor.service';
 import { DeliveryService, type DestinationView } from './delivery.service';
 import { ProfilerService } from './profiler.service';
@@ -20,6 +21,8 @@ import { RequestLifecycle } from './request-lifecycle.service';
 export interface StageTimings {
   queue_ms: number;
   load_ms: number;
+  /** Reading the media headers (and waiting for a worker to do it): caps and reservation. */
+  plan_ms: number;
   /** Waiting for a free preprocessing thread. */
   preprocess_wait_ms: number;
   preprocess_ms: number;
@@ -149,6 +152,8 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     started: number,
   ): Promise<EncodeResponse> {
     const { req_id: reqId } = req;
+    const caps = this.config.encoder;
+    checkItemCount(req.mm_items.length, caps, reqId);
     const loadStart = this.clock.elapsed();
     const bytes = await Promise.all(
       req.mm_items.map((item) => this.loader.load(item, reqId, deadline)),
@@ -156,21 +161,24 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     const loadMs = this.clock.elapsed() - loadStart;
     this.checkReleased(state);
 
-    const preStart = this.clock.elapsed();
-    const pre = await this.preprocessor.run(req.modality, bytes);
-    const preWall = this.clock.elapsed() - preStart;
-    if (!pre.ok) {
-      const item = req.mm_items[pre.itemIndex]?.url ?? '';
-      throw pre.stage === 'load'
-        ? Errors.loadFailed(item, pre.message, reqId)
-        : Errors.processFailed(pre.message, reqId);
-    }
+    // Headers first: the caps and the staging reservation are checked before a pixel or a
+    // sample is decoded, so a few KB of request cannot allocate GBs on its way to a 507.
+    const planStart = this.clock.elapsed();
+    const plan = this.preprocessOk(req, await this.preprocessor.plan(req.modality, bytes));
+    const planMs = this.clock.elapsed() - planStart;
+    checkPlan(plan, caps, reqId);
+    const info = await this.backend.info();
+    const dim = req.modality === 'audio' ? info.audioDim : info.visionDim;
+    const size = plan.tokens * dim * this.bytesPerValue;
+    this.states.reserve(state, size);
     this.checkReleased(state);
 
-    const info = await this.backend.info();
-    const dim = pre.kind === 'vision' ? info.visionDim : info.audioDim;
-    const size = pre.tokens * dim * this.bytesPerValue;
-    this.states.reserve(state, size);
+    const preStart = this.clock.elapsed();
+    const pre = this.preprocessOk(req, await this.preprocessor.run(req.modality, bytes));
+    const preWall = this.clock.elapsed() - preStart;
+    if (pre.tokens !== plan.tokens) throw Errors.planMismatch(pre.tokens, plan.tokens, reqId);
+    this.checkReleased(state);
+
     const meta = { embedding_size: size, embedding_len: pre.tokens, embedding_dim: dim };
     await this.registry.publish(reqId, meta, req.part_idx);
 
@@ -213,6 +221,7 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     const timings: StageTimings = {
       queue_ms: round(result.queueMs),
       load_ms: round(loadMs),
+      plan_ms: round(planMs),
       preprocess_wait_ms: round(Math.max(0, preWall - pre.ms)),
       preprocess_ms: round(pre.ms),
       forward_ms: round(result.forwardMs),
@@ -230,6 +239,18 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
       timings,
       ...(destinations ? { destinations } : {}),
     };
+  }
+
+  /** A failed plan or preprocess as the 400 SGLang gives: load (undecodable) or process. */
+  private preprocessOk<T extends { ok: true }>(
+    req: EncodeRequest,
+    result: T | PreprocessFailed,
+  ): T {
+    if (result.ok) return result;
+    const item = req.mm_items[result.itemIndex]?.url ?? '';
+    throw result.stage === 'load'
+      ? Errors.loadFailed(item, result.message, req.req_id)
+      : Errors.processFailed(result.message, req.req_id);
   }
 
   private checkReleased(state: { releaseRequested: boolean; reqId: string }): void {

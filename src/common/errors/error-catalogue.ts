@@ -39,6 +39,17 @@ export const Errors = {
       `Encoder media content hash mismatch: expected ${expected}, got ${got}`,
       reqId,
     ),
+  capExceeded: (what: string, value: number, max: number, variable: string, reqId?: string) =>
+    new MMError(
+      `request has ${value} ${what}, more than the limit of ${max} (${variable})`,
+      413,
+      reqId,
+    ),
+  planMismatch: (got: number, planned: number, reqId?: string) =>
+    new InternalError(
+      `preprocessing produced ${got} tokens, but the media headers gave ${planned}`,
+      reqId,
+    ),
   loadDeadline: (reqId?: string) =>
     new MMError("media loading did not finish within the request's deadline", 504, reqId),
   processFailed: (reason: string, reqId?: string) =>

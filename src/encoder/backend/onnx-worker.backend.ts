@@ -55,6 +55,10 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       minThreads: 1,
       maxThreads: 1,
       idleTimeout: Infinity,
+      // 'sync' parks an idle worker in Atomics.wait right after its reply, so nothing on its
+      // event loop (reclaimAfter's collection) runs until the next task arrives: the last
+      // request's buffers stayed resident meanwhile. 'async' keeps the fast wake-up.
+      atomics: 'async',
       workerData,
     });
   }

@@ -9,11 +9,27 @@ export interface DecodedAudio {
   samples: Float32Array;
 }
 
+/** The lowest and highest sample rates a WAV header may claim (a 1 Hz header is a bomb). */
+export const MIN_SAMPLE_RATE = 8000;
+export const MAX_SAMPLE_RATE = 192000;
+
+export interface WavInfo {
+  format: number;
+  channels: number;
+  sampleRate: number;
+  bits: number;
+  /** The sample bytes actually present (a data chunk may claim more than the file has). */
+  data: Uint8Array;
+  /** Sample frames present: data bytes / (channels × bytes per sample). */
+  frames: number;
+}
+
 /**
- * Decodes a RIFF/WAVE file: PCM 8/16/24/32-bit or IEEE float 32/64, any channel count
- * (downmixed to mono by averaging), WAVE_FORMAT_EXTENSIBLE included.
+ * Reads a RIFF/WAVE header without decoding a sample: PCM 8/16/24/32-bit or IEEE float
+ * 32/64, any channel count, WAVE_FORMAT_EXTENSIBLE included. Sample rates outside
+ * 8–192 kHz are refused here, before anything is allocated from them.
  */
-export function decodeWav(buf: Uint8Array): DecodedAudio {
+export function wavInfo(buf: Uint8Array): WavInfo {
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const tag = (o: number) => String.fromCharCode(buf[o]!, buf[o + 1]!, buf[o + 2]!, buf[o + 3]!);
   if (buf.length < 12 || tag(0) !== 'RIFF' || tag(8) !== 'WAVE') {
@@ -43,15 +59,26 @@ export function decodeWav(buf: Uint8Array): DecodedAudio {
   if (!format) throw new AudioDecodeError('missing fmt chunk');
   if (!data) throw new AudioDecodeError('missing data chunk');
   if (channels < 1) throw new AudioDecodeError('no channels');
-  if (sampleRate < 1) throw new AudioDecodeError('invalid sample rate');
+  if (sampleRate < MIN_SAMPLE_RATE || sampleRate > MAX_SAMPLE_RATE) {
+    throw new AudioDecodeError(
+      `sample rate ${sampleRate} Hz is outside ${MIN_SAMPLE_RATE}–${MAX_SAMPLE_RATE} Hz`,
+    );
+  }
   const isFloat = format === 3;
   if (format !== 1 && !isFloat)
     throw new AudioDecodeError(`unsupported WAV format ${format} (PCM or float only)`);
   if (isFloat ? bits !== 32 && bits !== 64 : ![8, 16, 24, 32].includes(bits)) {
     throw new AudioDecodeError(`unsupported ${isFloat ? 'float' : 'PCM'} bit depth ${bits}`);
   }
+  const frames = Math.floor(data.length / ((bits / 8) * channels));
+  return { format, channels, sampleRate, bits, data, frames };
+}
+
+/** Decodes a WAV file (see wavInfo) to mono samples, downmixing channels by averaging. */
+export function decodeWav(buf: Uint8Array): DecodedAudio {
+  const { format, channels, sampleRate, bits, data, frames: frameCount } = wavInfo(buf);
+  const isFloat = format === 3;
   const bytes = bits / 8;
-  const frameCount = Math.floor(data.length / (bytes * channels));
   const dv = new DataView(data.buffer, data.byteOffset, data.byteLength);
   const read = (o: number): number => {
     if (isFloat) return bits === 32 ? dv.getFloat32(o, true) : dv.getFloat64(o, true);
@@ -77,10 +104,20 @@ export function decodeWav(buf: Uint8Array): DecodedAudio {
   return { sampleRate, channels, samples };
 }
 
+/** Length after resample(): the same rounding, so a plan and a decode agree. */
+export function resampledLength(length: number, from: number, to: number): number {
+  return from === to ? length : Math.max(1, Math.round((length * to) / from));
+}
+
+/** Tokens (input_features rows) of `frames` samples at `rate` Hz: what audioFeatures gives. */
+export function audioTokens(frames: number, rate: number): number {
+  return Math.max(1, Math.ceil(resampledLength(frames, rate, AUDIO_SAMPLE_RATE) / AUDIO_FRAME));
+}
+
 /** Linear-interpolation resampling to `to` Hz (adequate for the reference encoder). */
 export function resample(samples: Float32Array, from: number, to: number): Float32Array {
   if (from === to) return samples;
-  const n = Math.max(1, Math.round((samples.length * to) / from));
+  const n = resampledLength(samples.length, from, to);
   const out = new Float32Array(n);
   const step = from / to;
   for (let i = 0; i < n; i++) {

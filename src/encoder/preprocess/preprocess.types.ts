@@ -7,7 +7,30 @@ export interface PreprocessTask {
   minPixels: number;
   maxPixels: number;
   maxVideoFrames: number;
+  /** No single decoded image or frame may be larger (sharp's limitInputPixels). */
+  maxDecodedPixels: number;
 }
+
+/**
+ * What a request will cost, read from the media headers before anything is decoded: the
+ * caps (EPD_MAX_TOKENS_PER_REQUEST, EPD_MAX_DECODED_PIXELS, EPD_MAX_AUDIO_SECONDS) and the
+ * staging reservation are checked against it first.
+ */
+export interface MediaPlan {
+  ok: true;
+  /** Exactly the tokens the preprocessing will produce. */
+  tokens: number;
+  /** Source pixels decoded, over every image and kept video frame. */
+  decodedPixels: number;
+  /** The largest single image or frame, in pixels. */
+  largestFramePixels: number;
+  /** Video: frames in the source, and frames kept after sampling to EPD_MAX_VIDEO_FRAMES. */
+  sourceFrames: number;
+  keptFrames: number;
+  audioSeconds: number;
+}
+
+export type PlanResult = MediaPlan | PreprocessFailed;
 
 /** What the model backend consumes: `vision` (image, video) or `audio`. */
 export type ModelKind = 'vision' | 'audio';

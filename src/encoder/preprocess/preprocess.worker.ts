@@ -1,9 +1,10 @@
 import sharp from 'sharp';
 import { PATCH_DIM } from '../backend/reference-models';
+import { reclaimAfter } from '../workers/reclaim';
 import { moveOut } from '../workers/transfer';
-import { audioFeatures } from './audio';
+import { AudioDecodeError, audioFeatures, audioTokens, wavInfo } from './audio';
 import { patchify } from './patchify';
-import type { PreprocessResult, PreprocessTask } from './preprocess.types';
+import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
 
 // Runs in a worker thread (piscina): decode, orient, resize and patchify never block the
@@ -41,29 +42,31 @@ async function probe(buf: Uint8Array, index: number, animated: boolean): Promise
   return { width: swap ? rawHeight : rawWidth, height: swap ? rawWidth : rawHeight, frames };
 }
 
-/** RGB bytes of every frame, EXIF-oriented, alpha dropped, resized (bicubic) to h × w. */
-async function rgbFrames(
+/**
+ * RGB bytes of one frame (`page` of an animated image), EXIF-oriented, alpha dropped,
+ * resized (bicubic) to h × w. One page at a time: a 260-frame GIF used to be decoded and
+ * resized whole, then sampled down to EPD_MAX_VIDEO_FRAMES.
+ */
+async function rgbFrame(
   buf: Uint8Array,
   index: number,
-  animated: boolean,
+  page: number,
   h: number,
   w: number,
-): Promise<Uint8Array[]> {
+  limitInputPixels: number,
+): Promise<Uint8Array> {
   try {
-    const { data, info } = await sharp(buf, { animated })
+    const { data, info } = await sharp(buf, { page, pages: 1, limitInputPixels })
       .rotate()
       .toColourspace('srgb')
       .removeAlpha()
       .resize(w, h, { fit: 'fill', kernel: 'cubic' })
       .raw()
       .toBuffer({ resolveWithObject: true });
-    const frameBytes = w * h * 3;
-    if (info.channels !== 3 || data.length % frameBytes !== 0) {
+    if (info.channels !== 3 || data.length !== w * h * 3) {
       throw new Error(`unexpected decoded layout ${info.width}x${info.height}x${info.channels}`);
     }
-    const out: Uint8Array[] = [];
-    for (let o = 0; o < data.length; o += frameBytes) out.push(data.subarray(o, o + frameBytes));
-    return out;
+    return data;
   } catch (err) {
     throw new StageError('load', index, (err as Error).message);
   }
@@ -78,33 +81,122 @@ function resize(d: Decoded, task: PreprocessTask, index: number): [number, numbe
   }
 }
 
-function pick<T>(frames: T[], max: number): T[] {
-  if (frames.length <= max) return frames;
-  return Array.from({ length: max }, (_, i) => frames[Math.floor((i * frames.length) / max)]!);
+/** Indices of `max` frames sampled evenly from `total` (all of them when there are few). */
+function sampleIndices(total: number, max: number): number[] {
+  if (total <= max) return Array.from({ length: total }, (_, i) => i);
+  return Array.from({ length: max }, (_, i) => Math.floor((i * total) / max));
 }
+
+const PATCH = 14;
+const TEMPORAL = 2;
+const tokensOf = (frames: number, h: number, w: number) =>
+  tokensForGrid(Math.ceil(frames / TEMPORAL), h / PATCH, w / PATCH);
 
 async function images(task: PreprocessTask): Promise<PreprocessResult> {
   const parts: { data: Float32Array; grid: [number, number, number] }[] = [];
   for (const [i, buf] of task.items.entries()) {
     const d = await probe(buf, i, false);
     const [h, w] = resize(d, task, i);
-    const frames = await rgbFrames(buf, i, false, h, w);
-    const { data, grid } = patchify(frames.slice(0, 1), h, w);
+    const frame = await rgbFrame(buf, i, 0, h, w, task.maxDecodedPixels);
+    const { data, grid } = patchify([frame], h, w);
     parts.push({ data, grid: [grid.t, grid.h, grid.w] });
   }
   return pack(parts);
 }
 
-/** A video request's items are its frames in order; an animated image contributes all of its frames. */
+/**
+ * The frames of a video request: its items in order, an animated item contributing each
+ * of its pages, sampled evenly down to EPD_MAX_VIDEO_FRAMES. Every frame is resized to
+ * the first one's smart-resized size.
+ */
+async function videoFrames(task: PreprocessTask): Promise<{
+  h: number;
+  w: number;
+  frames: { item: number; page: number; pixels: number }[];
+  total: number;
+}> {
+  const probes: Decoded[] = [];
+  for (const [i, buf] of task.items.entries()) probes.push(await probe(buf, i, true));
+  const [h, w] = resize(probes[0]!, task, 0);
+  const total = probes.reduce((n, d) => n + d.frames, 0);
+  const frames: { item: number; page: number; pixels: number }[] = [];
+  let item = 0;
+  let first = 0; // global index of the item's first frame
+  for (const index of sampleIndices(total, task.maxVideoFrames)) {
+    while (index >= first + probes[item]!.frames) first += probes[item++]!.frames;
+    const d = probes[item]!;
+    frames.push({ item, page: index - first, pixels: d.width * d.height });
+  }
+  return { h, w, frames, total };
+}
+
 async function video(task: PreprocessTask): Promise<PreprocessResult> {
-  const first = await probe(task.items[0]!, 0, true);
-  const [h, w] = resize(first, task, 0);
-  let frames: Uint8Array[] = [];
-  for (const [i, buf] of task.items.entries())
-    frames.push(...(await rgbFrames(buf, i, true, h, w)));
-  frames = pick(frames, task.maxVideoFrames);
-  const { data, grid } = patchify(frames, h, w);
+  const { h, w, frames } = await videoFrames(task);
+  const rgb: Uint8Array[] = [];
+  for (const f of frames)
+    rgb.push(await rgbFrame(task.items[f.item]!, f.item, f.page, h, w, task.maxDecodedPixels));
+  const { data, grid } = patchify(rgb, h, w);
   return pack([{ data, grid: [grid.t, grid.h, grid.w] }]);
+}
+
+/** The cost of a request from its headers alone (see MediaPlan); decodes nothing. */
+async function planMedia(task: PreprocessTask): Promise<PlanResult> {
+  const plan = {
+    ok: true as const,
+    tokens: 0,
+    decodedPixels: 0,
+    largestFramePixels: 0,
+    sourceFrames: 0,
+    keptFrames: 0,
+    audioSeconds: 0,
+  };
+  if (task.modality === 'audio') {
+    for (const [i, buf] of task.items.entries()) {
+      let info;
+      try {
+        info = wavInfo(buf);
+      } catch (err) {
+        throw new StageError('load', i, (err as Error).message);
+      }
+      plan.tokens += audioTokens(info.frames, info.sampleRate);
+      plan.audioSeconds += info.frames / info.sampleRate;
+    }
+  } else if (task.modality === 'image') {
+    for (const [i, buf] of task.items.entries()) {
+      const d = await probe(buf, i, false);
+      const [h, w] = resize(d, task, i);
+      plan.tokens += tokensOf(1, h, w);
+      plan.decodedPixels += d.width * d.height;
+      plan.largestFramePixels = Math.max(plan.largestFramePixels, d.width * d.height);
+    }
+  } else {
+    const { h, w, frames, total } = await videoFrames(task);
+    plan.tokens = tokensOf(frames.length, h, w);
+    plan.sourceFrames = total;
+    plan.keptFrames = frames.length;
+    for (const f of frames) {
+      plan.decodedPixels += f.pixels;
+      plan.largestFramePixels = Math.max(plan.largestFramePixels, f.pixels);
+    }
+  }
+  return plan;
+}
+
+/** Named piscina entry: `pool.run(task, { name: 'plan' })`. */
+export async function plan(task: PreprocessTask): Promise<PlanResult> {
+  try {
+    return await planMedia(task);
+  } catch (err) {
+    return failure(err);
+  }
+}
+
+function failure(err: unknown): PreprocessResult & { ok: false } {
+  if (err instanceof StageError)
+    return { ok: false, stage: err.stage, itemIndex: err.itemIndex, message: err.message };
+  if (err instanceof AudioDecodeError)
+    return { ok: false, stage: 'load', itemIndex: 0, message: err.message };
+  return { ok: false, stage: 'process', itemIndex: 0, message: (err as Error).message };
 }
 
 /** One request's items packed back to back (a single item is used as is, without a copy). */
@@ -151,11 +243,10 @@ export default async function preprocess(task: PreprocessTask): Promise<Preproce
           : audio(task);
     if (!result.ok) return result;
     result.ms = performance.now() - started;
+    // Decoded frames are about a quarter of the float pixel_values handed back.
+    reclaimAfter(task.items.reduce((n, b) => n + b.byteLength, 0) + result.data.byteLength * 1.25);
     return moveOut(result, [result.data.buffer]);
   } catch (err) {
-    if (err instanceof StageError) {
-      return { ok: false, stage: err.stage, itemIndex: err.itemIndex, message: err.message };
-    }
-    return { ok: false, stage: 'process', itemIndex: 0, message: (err as Error).message };
+    return failure(err);
   }
 }

@@ -3,7 +3,7 @@ import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
 import type { Modality } from '../encode-request.schema';
 import { workerFile } from '../workers/worker-file';
-import type { PreprocessResult, PreprocessTask } from './preprocess.types';
+import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 
 /** Decode, resize and patchify in a pool of worker threads (EPD_PREPROCESS_THREADS). */
 @Injectable()
@@ -16,20 +16,27 @@ export class Preprocessor implements OnModuleDestroy {
       minThreads: config.encoder.preprocessThreads,
       maxThreads: config.encoder.preprocessThreads,
       idleTimeout: Infinity,
+      // 'sync' parks an idle worker in Atomics.wait right after its reply, so nothing on its
+      // event loop (reclaimAfter's collection) runs until the next task arrives: the last
+      // request's buffers stayed resident meanwhile. 'async' keeps the fast wake-up.
+      atomics: 'async',
       // Admission (EPD_MAX_PENDING) already bounds the work in flight; this is a backstop.
       maxQueue: config.encoder.maxPending + 16,
     });
   }
 
+  /** Reads the media headers only: tokens, decoded pixels, frames, seconds (see MediaPlan). */
+  plan(modality: Modality, items: Buffer[]): Promise<PlanResult> {
+    return this.pool.run(this.task(modality, items), { name: 'plan' }) as Promise<PlanResult>;
+  }
+
   run(modality: Modality, items: Buffer[]): Promise<PreprocessResult> {
-    const task: PreprocessTask = {
-      modality,
-      items,
-      minPixels: this.config.encoder.minPixels,
-      maxPixels: this.config.encoder.maxPixels,
-      maxVideoFrames: this.config.encoder.maxVideoFrames,
-    };
-    return this.pool.run(task) as Promise<PreprocessResult>;
+    return this.pool.run(this.task(modality, items)) as Promise<PreprocessResult>;
+  }
+
+  private task(modality: Modality, items: Buffer[]): PreprocessTask {
+    const { minPixels, maxPixels, maxVideoFrames, maxDecodedPixels } = this.config.encoder;
+    return { modality, items, minPixels, maxPixels, maxVideoFrames, maxDecodedPixels };
   }
 
   async onModuleDestroy(): Promise<void> {

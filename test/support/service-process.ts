@@ -1,0 +1,70 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort } from './nats-server';
+
+export const MAIN = join(__dirname, '..', '..', 'dist', 'main.js');
+
+export interface ServiceProcess {
+  proc: ChildProcess;
+  url: string;
+  output(): string;
+  /** Resident set size now, in bytes (VmRSS). */
+  rss(): number;
+  /** Peak RSS since start or since the last resetPeak(), in bytes (VmHWM). */
+  peakRss(): number;
+  /** Resets the kernel's peak-RSS counter (clear_refs 5), so one input's peak can be read. */
+  resetPeak(): void;
+  stop(): Promise<void>;
+}
+
+function status(pid: number, field: string): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(
+    readFileSync(`/proc/${pid}/status`, 'utf8'),
+  );
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+/** The built service (`dist/main.js`) as its own process, ready on a free port; stopped by PID. */
+export async function startServiceProcess(env: Record<string, string>): Promise<ServiceProcess> {
+  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first`);
+  const port = await freePort();
+  const proc = spawn(process.execPath, [MAIN], {
+    env: { ...process.env, EPD_HTTP_PORT: String(port), EPD_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-20_000)));
+  proc.stderr?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-20_000)));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const ok = await fetch(`${url}/health/ready`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline || proc.exitCode !== null) {
+      proc.kill('SIGKILL');
+      throw new Error(`service did not become ready:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const pid = proc.pid!;
+  return {
+    proc,
+    url,
+    output: () => out,
+    rss: () => status(pid, 'VmRSS'),
+    peakRss: () => status(pid, 'VmHWM'),
+    resetPeak: () => writeFileSync(`/proc/${pid}/clear_refs`, '5'),
+    stop: async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+      proc.kill('SIGTERM');
+      const t = setTimeout(() => proc.kill('SIGKILL'), 8000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
