@@ -16,4 +16,5 @@ node --expose-gc --max-old-space-size=8192 dist-bench/bench/registry-scaling.ben
 node dist-bench/bench/wait-metadata.bench.js "${mode[@]}"
 node dist-bench/bench/encode-throughput.bench.js "${mode[@]}"
 node dist-bench/bench/send-throughput.bench.js "${mode[@]}"
+node dist-bench/bench/http-body.bench.js "${mode[@]}"
 log "results in bench/results/"
