@@ -17,8 +17,10 @@ interface OutgoingPacket {
  */
 export class ReplySerializer implements Serializer<OutgoingPacket, { data: string }> {
   serialize(packet: OutgoingPacket): { data: string } {
-    const { isDisposed, status: _status, ...reply } = packet;
-    const bare = packet.id?.startsWith(BARE_ID_PREFIX) ?? false;
-    return { data: JSON.stringify(bare ? reply : { ...reply, isDisposed }) };
+    const { id, err } = packet;
+    // Built field by field: this runs once per reply on the wait_metadata hot path.
+    const reply = err === undefined ? { id, response: packet.response } : { id, err };
+    if (id?.startsWith(BARE_ID_PREFIX)) return { data: JSON.stringify(reply) };
+    return { data: JSON.stringify({ ...reply, isDisposed: packet.isDisposed }) };
   }
 }
