@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { canvasBombGif, flatPng, lyingWav } from './support/amplification';
-import { encodeBody } from './support/calls';
+import { encodeBody, waitFor } from './support/calls';
 import { dataUri } from './support/media';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
@@ -36,7 +36,7 @@ describe('amplification-memory (e2e, built service process)', () => {
   afterAll(async () => {
     await svc.stop();
     process.stdout.write(
-      `\n| input | answer | idle MiB | peak MiB | after release MiB |\n|---|---|---|---|---|\n${rows.join('\n')}\n`,
+      `\n| input | answer | idle MiB | peak MiB | after release MiB | ms to return |\n|---|---|---|---|---|---|\n${rows.join('\n')}\n`,
     );
   });
 
@@ -58,7 +58,8 @@ describe('amplification-memory (e2e, built service process)', () => {
    */
   const REFUSED_GROWTH = 64 * MiB;
   const ACCEPTED_PEAK = 1536 * MiB;
-  const AFTER_RELEASE_GROWTH = 320 * MiB;
+  const AFTER_RELEASE_GROWTH = 512 * MiB;
+  const RETURN_TARGET = 160 * MiB;
   let baseline = 0;
 
   type Case = [
@@ -146,12 +147,16 @@ describe('amplification-memory (e2e, built service process)', () => {
     const r = await post('/encode', encodeBody(reqId, items, modality));
     const peak = svc.peakRss();
     await post(`/admin/requests/${reqId}/release`, {});
-    // Worker threads collect ~20 ms after their reply; leave the main thread time too.
-    await new Promise((res) => setTimeout(res, 2000));
+    // Memory must come back, not at a given moment: poll for the bound (worker threads
+    // collect ~20 ms after their reply, the main thread when V8 decides to).
+    const released = Date.now();
+    // Reported: how long until within RETURN_TARGET of idle. Asserted: the looser bound.
+    const returned =
+      kind === 'accepted' && (await waitFor(() => svc.rss() - baseline < RETURN_TARGET, 6000, 100));
     const after = svc.rss();
     const answer = String(r.body?.message ?? r.body?.embedding_len);
     rows.push(
-      `| ${name} | ${r.status} ${answer.slice(0, 90)} | ${(idle / MiB).toFixed(0)} | ${(peak / MiB).toFixed(0)} | ${(after / MiB).toFixed(0)} |`,
+      `| ${name} | ${r.status} ${answer.slice(0, 90)} | ${(idle / MiB).toFixed(0)} | ${(peak / MiB).toFixed(0)} | ${(after / MiB).toFixed(0)} | ${returned ? Date.now() - released : '-'} |`,
     );
     if (kind === 'refused') {
       expect([400, 413]).toContain(r.status);

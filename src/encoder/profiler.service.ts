@@ -55,7 +55,10 @@ export function defaultProfileRoot(): string {
 @Injectable()
 export class ProfilerService implements OnModuleDestroy {
   private readonly logger = new Logger('Profiler');
+  /** The profile that is running: claimed, and not yet asked to stop. */
   private run?: Run;
+  /** The profile being stopped and written, if any; a new one starts after it is done. */
+  private closing?: Run;
   private root?: Promise<ConfinedDir>;
 
   constructor(private readonly config: AppConfig) {}
@@ -66,7 +69,7 @@ export class ProfilerService implements OnModuleDestroy {
 
   /** Inspector sessions open right now: 0 or 1 (a test and a metric read it). */
   get sessions(): number {
-    return this.run?.session ? 1 : 0;
+    return (this.run?.session ? 1 : 0) + (this.closing?.session ? 1 : 0);
   }
 
   start(req: ProfileRequest): Promise<ProfileReply> {
@@ -101,11 +104,13 @@ export class ProfilerService implements OnModuleDestroy {
     );
   }
 
+  /** From the moment a stop begins the profile is no longer running: a second stop is a 400. */
   stop(): Promise<ProfileReply> {
     const run = this.run;
     if (!run) return Promise.reject(Errors.profilingNotRunning());
-    run.stopping ??= this.finish(run);
-    return run.stopping;
+    this.run = undefined;
+    this.closing = run;
+    return this.finish(run);
   }
 
   /** Called after each completed encode; stops a num_steps profile when it is due. */
@@ -121,9 +126,12 @@ export class ProfilerService implements OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     if (this.run) await this.stop().catch(() => undefined);
+    await this.closing?.stopping?.catch(() => undefined);
   }
 
   private async open(run: Run, requested?: string): Promise<void> {
+    // One inspector session at a time: wait for the previous profile's file to be written.
+    await this.closing?.stopping?.catch(() => undefined);
     const root = await this.confinedRoot();
     const dir = root.resolve(requested, 'output_dir');
     await root.ensureDir(dir, 'output_dir');
@@ -135,7 +143,12 @@ export class ProfilerService implements OnModuleDestroy {
     await session.post('Profiler.start');
   }
 
-  private async finish(run: Run): Promise<ProfileReply> {
+  private finish(run: Run): Promise<ProfileReply> {
+    run.stopping = this.write(run);
+    return run.stopping;
+  }
+
+  private async write(run: Run): Promise<ProfileReply> {
     try {
       await run.ready.catch(() => undefined);
       const session = run.session;
@@ -156,7 +169,7 @@ export class ProfilerService implements OnModuleDestroy {
     } finally {
       run.session?.disconnect();
       run.session = undefined;
-      if (this.run === run) this.run = undefined;
+      if (this.closing === run) this.closing = undefined;
     }
   }
 

@@ -3,6 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
+import { closePool } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import { EncoderBackend } from './encoder-backend';
 import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
@@ -34,7 +35,7 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
   private readonly pool: Piscina;
   private infoPromise?: Promise<ModelInfo>;
 
-  constructor(config: AppConfig) {
+  constructor(private readonly config: AppConfig) {
     super();
     const defaults = referenceModelPaths();
     const workerData: InferenceWorkerData = {
@@ -81,6 +82,6 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
   }
 
   async onModuleDestroy(): Promise<void> {
-    await this.pool.destroy();
+    await closePool(this.pool, this.config.shutdown.graceMs);
   }
 }

@@ -2,6 +2,7 @@ import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
 import type { Modality } from '../encode-request.schema';
+import { closePool } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 
@@ -40,6 +41,6 @@ export class Preprocessor implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
-    await this.pool.destroy();
+    await closePool(this.pool, this.config.shutdown.graceMs);
   }
 }
