@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
-import { ProfilerService } from '../src/encoder/profiler.service';
+import { ProfilerService } from '../src/profiling/profiler.service';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { natsCall } from './support/calls';
 

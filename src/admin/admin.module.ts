@@ -1,13 +1,13 @@
 import { Module } from '@nestjs/common';
+import { DeliveryModule } from '../delivery/delivery.module';
 import { EncoderModule } from '../encoder/encoder.module';
+import { RequestsModule } from '../requests/requests.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
-import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { AdminController } from './admin.controller';
 import { RequestsAdminController } from './requests-admin.controller';
 
 @Module({
-  imports: [MetaRegistryModule, EncoderModule],
+  imports: [MetaRegistryModule, RequestsModule, DeliveryModule, EncoderModule],
   controllers: [AdminController, RequestsAdminController],
-  providers: [AdminTokenGuard],
 })
 export class AdminModule {}

@@ -3,15 +3,19 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { ZodPipe } from '../common/validation/zod.pipe';
-import { EncodeScheduler, type SchedulerStats } from '../encoder/encode-scheduler.service';
+import {
+  EncodeScheduler,
+  type SchedulerStats,
+} from '../encoder/scheduler/encode-scheduler.service';
 import {
   DeliveryService,
   destinationViews,
   type DestinationView,
   type SendStatus,
-} from '../encoder/delivery.service';
-import { EncoderService } from '../encoder/encoder.service';
-import { ReqStateStore, type ReleaseOutcome, type StagingStats } from '../encoder/req-state.store';
+} from '../delivery/delivery.service';
+import { EncoderService } from '../encoder/pipeline/encoder.service';
+import { RequestLifecycle } from '../requests/request-lifecycle.service';
+import { ReqStateStore, type ReleaseOutcome, type StagingStats } from '../requests/req-state.store';
 import { reqIdSchema } from '../meta-registry/meta.schema';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 
@@ -53,6 +57,7 @@ export class RequestsAdminController {
     private readonly clock: Clock,
     private readonly delivery: DeliveryService,
     private readonly config: AppConfig,
+    private readonly lifecycle: RequestLifecycle,
   ) {}
 
   /** Requests with state on this worker: encoding or staged, with bytes and ages. */
@@ -92,7 +97,7 @@ export class RequestsAdminController {
   async release(
     @Param('req_id', new ZodPipe(reqIdSchema, 'req_id')) reqId: string,
   ): Promise<{ req_id: string; outcome: ReleaseOutcome }> {
-    return { req_id: reqId, outcome: await this.encoder.release(reqId) };
+    return { req_id: reqId, outcome: await this.lifecycle.release(reqId) };
   }
 
   /**

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { InferenceSession, Tensor } from 'onnxruntime-node';
 import { referenceModelPaths } from '../encoder/backend/model-paths';
 import { AUDIO_FRAME, PATCH_DIM } from '../encoder/backend/reference-models';
-import { MODALITIES, type Modality } from '../encoder/encode-request.schema';
+import { MODALITIES, type Modality } from '../encoder/pipeline/encode-request.schema';
 import preprocess from '../encoder/preprocess/preprocess.worker';
 import { npyHeader } from '../transfer/npy';
 

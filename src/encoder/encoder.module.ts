@@ -1,43 +1,31 @@
 import { Module } from '@nestjs/common';
+import { DeliveryModule } from '../delivery/delivery.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
+import { ProfilingModule } from '../profiling/profiling.module';
+import { RequestsModule } from '../requests/requests.module';
 import { EncoderBackend } from './backend/encoder-backend';
 import { OnnxWorkerBackend } from './backend/onnx-worker.backend';
-import { TransferModule } from '../transfer/transfer.module';
-import { DeliveryService } from './delivery.service';
-import { EncodeScheduler } from './encode-scheduler.service';
-import { EncoderHttpController } from './encoder-http.controller';
-import { EncoderMetrics } from './encoder.metrics';
-import { EncoderProbe } from './encoder-probe.service';
-import { EncoderService } from './encoder.service';
+import { EncoderController } from './encoder.controller';
 import { MediaLoader } from './media/media-loader.service';
+import { EncoderMetrics } from './pipeline/encoder.metrics';
+import { EncoderProbe } from './pipeline/encoder-probe.service';
+import { EncoderService } from './pipeline/encoder.service';
 import { Preprocessor } from './preprocess/preprocessor.service';
-import { ProfilerService } from './profiler.service';
-import { ReqStateStore } from './req-state.store';
-import { RequestLifecycle } from './request-lifecycle.service';
+import { EncodeScheduler } from './scheduler/encode-scheduler.service';
 
+/** Validation, media loading, preprocessing, batching and the model: the encode pipeline. */
 @Module({
-  imports: [MetaRegistryModule, TransferModule],
-  controllers: [EncoderHttpController],
+  imports: [MetaRegistryModule, RequestsModule, DeliveryModule, ProfilingModule],
+  controllers: [EncoderController],
   providers: [
     MediaLoader,
     Preprocessor,
     { provide: EncoderBackend, useClass: OnnxWorkerBackend },
     EncodeScheduler,
-    ReqStateStore,
     EncoderMetrics,
-    ProfilerService,
     EncoderProbe,
-    RequestLifecycle,
-    DeliveryService,
     EncoderService,
   ],
-  exports: [
-    EncoderService,
-    EncoderProbe,
-    ProfilerService,
-    ReqStateStore,
-    EncodeScheduler,
-    DeliveryService,
-  ],
+  exports: [EncoderService, EncoderProbe, EncodeScheduler],
 })
 export class EncoderModule {}

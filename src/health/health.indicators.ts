@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
-import { EncoderProbe } from '../encoder/encoder-probe.service';
+import { EncoderProbe } from '../encoder/pipeline/encoder-probe.service';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { EventLoopMonitor } from './event-loop.monitor';

@@ -1,14 +1,14 @@
 import { Module } from '@nestjs/common';
-import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaRegistry } from './meta-registry.service';
 import { MetaStore } from './meta-store';
+import { MetadataController } from './metadata.controller';
 import { MetadataService } from './metadata.service';
 
 @Module({
+  controllers: [MetadataController],
   providers: [
-    Clock,
     {
       provide: MetaStore,
       inject: [AppConfig],
@@ -24,6 +24,6 @@ import { MetadataService } from './metadata.service';
     MetaRegistry,
     MetadataService,
   ],
-  exports: [MetaRegistry, MetadataService, Clock],
+  exports: [MetaRegistry, MetadataService],
 })
 export class MetaRegistryModule {}

@@ -1,15 +1,15 @@
-import { Module } from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
-import { EncoderModule } from '../encoder/encoder.module';
-import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
-import { EncoderController } from './encoder.controller';
 import { EpdNatsServer } from './epd-nats.server';
-import { MetadataController } from './metadata.controller';
 import { NatsConnectionService } from './nats-connection.service';
 
+/**
+ * The process's one NATS connection and the Nest server on it. Infrastructure only: it
+ * imports no feature module; each feature's @MessagePattern handlers live in its own
+ * controllers, beside its HTTP routes.
+ */
+@Global()
 @Module({
-  imports: [MetaRegistryModule, EncoderModule],
-  controllers: [MetadataController, EncoderController],
   providers: [
     NatsConnectionService,
     {

@@ -2,7 +2,7 @@ import { InferenceSession, Tensor } from 'onnxruntime-node';
 import Piscina from 'piscina';
 import { reclaimAfter } from '../workers/reclaim';
 import { Errors } from '../../common/errors/error-catalogue';
-import { moveOut } from '../workers/transfer';
+import { moveOut } from '../workers/move-out';
 import { toFloat16Array } from './float16';
 import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
 import { AUDIO_FRAME, PATCH_DIM } from './reference-models';

@@ -8,7 +8,7 @@ import { isAbsolute, resolve, sep } from 'node:path';
 import { Injectable } from '@nestjs/common';
 import { Errors } from '../../common/errors/error-catalogue';
 import { AppConfig } from '../../config/app-config';
-import type { MediaItem } from '../encode-request.schema';
+import type { MediaItem } from '../pipeline/encode-request.schema';
 import { isAllowedHost, isPrivateAddress } from './address-policy';
 
 class LoadError extends Error {}

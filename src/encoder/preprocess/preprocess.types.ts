@@ -1,5 +1,5 @@
 import type { ForwardPart } from '../backend/forward.types';
-import type { Modality } from '../encode-request.schema';
+import type { Modality } from '../pipeline/encode-request.schema';
 
 export interface PreprocessTask {
   modality: Modality;

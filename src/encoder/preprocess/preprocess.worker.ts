@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { PATCH_DIM } from '../backend/reference-models';
 import { reclaimAfter } from '../workers/reclaim';
-import { moveOut } from '../workers/transfer';
+import { moveOut } from '../workers/move-out';
 import { AudioDecodeError, audioFeatures, audioTokens, wavInfo } from './audio';
 import { patchify } from './patchify';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';

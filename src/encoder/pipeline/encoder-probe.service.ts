@@ -1,14 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { Clock } from '../common/clock';
-import { Errors } from '../common/errors/error-catalogue';
-import { MMError } from '../common/errors/mm-error';
-import { withTimeout } from '../common/timeout';
-import { AppConfig } from '../config/app-config';
-import { EncoderBackend } from './backend/encoder-backend';
-import { EncodeScheduler } from './encode-scheduler.service';
-import { forwardPart } from './preprocess/preprocess.types';
-import { Preprocessor } from './preprocess/preprocessor.service';
+import { Clock } from '../../common/clock';
+import { Errors } from '../../common/errors/error-catalogue';
+import { MMError } from '../../common/errors/mm-error';
+import { withTimeout } from '../../common/timeout';
+import { AppConfig } from '../../config/app-config';
+import { EncoderBackend } from '../backend/encoder-backend';
+import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
+import { forwardPart } from '../preprocess/preprocess.types';
+import { Preprocessor } from '../preprocess/preprocessor.service';
 
 /** A 32×32 black PNG: the functional health probe's input (SGLang uses the same). */
 const PROBE_PNG = Buffer.from(

@@ -12,8 +12,8 @@ import {
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
 import type { RegisterRequest, SendRequest } from './delivery.schema';
-import { ReqStateStore, type Destination, type ReqState } from './req-state.store';
-import { RequestLifecycle } from './request-lifecycle.service';
+import { ReqStateStore, type Destination, type ReqState } from '../requests/req-state.store';
+import { RequestLifecycle } from '../requests/request-lifecycle.service';
 
 /** Distinct destinations one request may have when no receive_count bounds it. */
 const MAX_DESTINATIONS = 1024;

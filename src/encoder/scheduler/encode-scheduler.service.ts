@@ -1,11 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { Clock } from '../common/clock';
-import { Errors } from '../common/errors/error-catalogue';
-import { InternalError, MMError } from '../common/errors/mm-error';
-import { AppConfig } from '../config/app-config';
-import { EncoderBackend } from './backend/encoder-backend';
-import type { ForwardOutput, ForwardPart, StagingDtype } from './backend/forward.types';
-import type { ModelKind } from './preprocess/preprocess.types';
+import { Clock } from '../../common/clock';
+import { Errors } from '../../common/errors/error-catalogue';
+import { InternalError, MMError } from '../../common/errors/mm-error';
+import { AppConfig } from '../../config/app-config';
+import { EncoderBackend } from '../backend/encoder-backend';
+import type { ForwardOutput, ForwardPart, StagingDtype } from '../backend/forward.types';
+import type { ModelKind } from '../preprocess/preprocess.types';
 
 export interface ScheduledResult {
   output: ForwardOutput;

@@ -1,7 +1,7 @@
-import { Clock } from '../common/clock';
-import { loadConfig } from '../config/config.loader';
-import { EncoderBackend } from './backend/encoder-backend';
-import type { ForwardResult, ForwardTask, ModelInfo } from './backend/forward.types';
+import { Clock } from '../../common/clock';
+import { loadConfig } from '../../config/config.loader';
+import { EncoderBackend } from '../backend/encoder-backend';
+import type { ForwardResult, ForwardTask, ModelInfo } from '../backend/forward.types';
 import { EncodeScheduler, type JobSpec } from './encode-scheduler.service';
 
 /** A backend whose forwards finish when the test says so. */

@@ -1,22 +1,21 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { Clock } from '../common/clock';
-import { Errors } from '../common/errors/error-catalogue';
-import { MMError } from '../common/errors/mm-error';
-import { AppConfig } from '../config/app-config';
-import { MetaRegistry } from '../meta-registry/meta-registry.service';
-import { DTYPE_BYTES } from '../transfer/frame';
-import { EncoderBackend } from './backend/encoder-backend';
-import { EncodeScheduler } from './encode-scheduler.service';
+import { Clock } from '../../common/clock';
+import { Errors } from '../../common/errors/error-catalogue';
+import { MMError } from '../../common/errors/mm-error';
+import { AppConfig } from '../../config/app-config';
+import { MetaRegistry } from '../../meta-registry/meta-registry.service';
+import { DTYPE_BYTES } from '../../transfer/frame';
+import { EncoderBackend } from '../backend/encoder-backend';
+import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import type { EncodeRequest } from './encode-request.schema';
 import { EncoderMetrics } from './encoder.metrics';
-import { MediaLoader } from './media/media-loader.service';
-import { forwardPart, type PreprocessFailed } from './preprocess/preprocess.types';
-import { checkItemCount, checkPlan } from './preprocess/request-caps';
-import { Preprocessor } from './preprocess/preprocessor.service';
-import { DeliveryService, type DestinationView } from './delivery.service';
-import { ProfilerService } from './profiler.service';
-import { ReqStateStore, type ReleaseOutcome, type ReqState } from './req-state.store';
-import { RequestLifecycle } from './request-lifecycle.service';
+import { MediaLoader } from '../media/media-loader.service';
+import { forwardPart, type PreprocessFailed } from '../preprocess/preprocess.types';
+import { checkItemCount, checkPlan } from '../preprocess/request-caps';
+import { Preprocessor } from '../preprocess/preprocessor.service';
+import { DeliveryService, type DestinationView } from '../../delivery/delivery.service';
+import { ProfilerService } from '../../profiling/profiler.service';
+import { ReqStateStore, type ReqState } from '../../requests/req-state.store';
 
 export interface StageTimings {
   queue_ms: number;
@@ -65,7 +64,6 @@ class DeliveryFailedAfterStage extends Error {
 export class EncoderService implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(EncoderService.name);
   private pending = 0;
-  private sweepTimer?: NodeJS.Timeout;
   private closing = false;
   private readonly bytesPerValue: number;
 
@@ -81,7 +79,6 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     private readonly metrics: EncoderMetrics,
     private readonly profiler: ProfilerService,
     private readonly delivery: DeliveryService,
-    private readonly lifecycle: RequestLifecycle,
   ) {
     this.bytesPerValue = DTYPE_BYTES[config.encoder.stagingDtype];
   }
@@ -91,13 +88,10 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     this.backend.info().catch((err: unknown) => {
       if (!this.closing) this.logger.error({ err }, 'model load failed');
     });
-    this.sweepTimer = setInterval(() => this.sweep(), this.config.registry.sweepIntervalMs);
-    this.sweepTimer.unref();
   }
 
   onModuleDestroy(): void {
     this.closing = true;
-    clearInterval(this.sweepTimer);
   }
 
   get pendingRequests(): number {
@@ -264,21 +258,6 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
       this.logger.warn(
         { req_id: req.req_id, err: (err as Error).message },
         'could not publish error metadata',
-      );
-    }
-  }
-
-  /** See RequestLifecycle.release: the one idempotent release path. */
-  release(reqId: string): Promise<ReleaseOutcome> {
-    return this.lifecycle.release(reqId);
-  }
-
-  private sweep(): void {
-    const expired = this.states.sweep();
-    if (expired.length > 0) {
-      this.logger.log(
-        { count: expired.length },
-        'released staged embeddings past EPD_SEND_TIMEOUT_MS',
       );
     }
   }

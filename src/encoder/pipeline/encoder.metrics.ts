@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { OwnedMetrics } from '../metrics/owned-metrics';
-import { EncodeScheduler } from './encode-scheduler.service';
+import { OwnedMetrics } from '../../metrics/owned-metrics';
+import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import type { Modality } from './encode-request.schema';
 import type { StageTimings } from './encoder.service';
-import { ReqStateStore } from './req-state.store';
+import { ReqStateStore } from '../../requests/req-state.store';
 
 const STAGES = [
   'load',

@@ -6,8 +6,8 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { EmbeddingTransport, endpointKey, type Endpoint } from '../transfer/embedding-transport';
 import type { Ack, FrameHeader } from '../transfer/frame';
 import { DeliveryService } from './delivery.service';
-import { ReqStateStore, type ReqState } from './req-state.store';
-import { RequestLifecycle } from './request-lifecycle.service';
+import { ReqStateStore, type ReqState } from '../requests/req-state.store';
+import { RequestLifecycle } from '../requests/request-lifecycle.service';
 
 /**
  * Property: for random interleavings of encode (start, succeed, fail), register, send,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { Errors } from '../common/errors/error-catalogue';
-import { reqIdOf } from '../common/req-id';
-import { reqIdSchema } from '../meta-registry/meta.schema';
+import { Errors } from '../../common/errors/error-catalogue';
+import { reqIdOf } from '../../common/req-id';
+import { reqIdSchema } from '../../meta-registry/meta.schema';
 
 export const MODALITIES = ['image', 'video', 'audio'] as const;
 export type Modality = (typeof MODALITIES)[number];

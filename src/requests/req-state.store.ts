@@ -1,9 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
-import type { StagingDtype } from './backend/forward.types';
-import type { Modality } from './encode-request.schema';
+import type { StagingDtype } from '../encoder/backend/forward.types';
+import type { Modality } from '../encoder/pipeline/encode-request.schema';
 import type { Endpoint } from '../transfer/embedding-transport';
 
 export interface StagedEmbedding {
@@ -144,7 +144,9 @@ export interface StagingStats {
  * after EPD_SEND_TIMEOUT_MS.
  */
 @Injectable()
-export class ReqStateStore {
+export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('Requests');
+  private sweepTimer?: NodeJS.Timeout;
   private readonly states = new Map<string, ReqState>();
   /** Releases that arrived before their encode: req_id → expiry (epoch ms). */
   private readonly tombstones = new Map<string, number>();
@@ -158,6 +160,23 @@ export class ReqStateStore {
     private readonly config: AppConfig,
     private readonly clock: Clock,
   ) {}
+
+  onModuleInit(): void {
+    this.sweepTimer = setInterval(() => {
+      const expired = this.sweep();
+      if (expired.length > 0) {
+        this.logger.log(
+          { count: expired.length },
+          'released staged embeddings past EPD_SEND_TIMEOUT_MS',
+        );
+      }
+    }, this.config.registry.sweepIntervalMs);
+    this.sweepTimer.unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.sweepTimer);
+  }
 
   /** Starts an encode. 409 while the req_id is active; 409 if it was released before it began. */
   begin(reqId: string, modality: Modality, partIdx: number, numParts: number): ReqState {

@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { RequestsModule } from '../requests/requests.module';
+import { TransferModule } from '../transfer/transfer.module';
+import { DeliveryController } from './delivery.controller';
+import { DeliveryService } from './delivery.service';
+
+/** Getting staged embeddings to receivers: destinations, receive_count, acks. */
+@Module({
+  imports: [RequestsModule, TransferModule],
+  controllers: [DeliveryController],
+  providers: [DeliveryService],
+  exports: [DeliveryService],
+})
+export class DeliveryModule {}

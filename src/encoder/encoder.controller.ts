@@ -1,0 +1,47 @@
+import { Body, Controller, Get, HttpCode, Post } from '@nestjs/common';
+import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
+import { ApiBody, ApiTags } from '@nestjs/swagger';
+import { Deadlines } from '../common/deadline';
+import { openApiSchema } from '../common/openapi/zod-openapi';
+import { DpType } from '../transport/subjects';
+import { EncodeRequestPipe } from './pipeline/encode-request.pipe';
+import { encodeRequestSchema, type EncodeRequest } from './pipeline/encode-request.schema';
+import { EncoderProbe, type ProbeResult } from './pipeline/encoder-probe.service';
+import { EncoderService, type EncodeResponse } from './pipeline/encoder.service';
+
+/** `encode` and the functional probe, over HTTP (SGLang's routes) and NATS. */
+@ApiTags('encoder')
+@Controller()
+export class EncoderController {
+  constructor(
+    private readonly encoder: EncoderService,
+    private readonly probe: EncoderProbe,
+    private readonly deadlines: Deadlines,
+  ) {}
+
+  @Post('encode')
+  @HttpCode(200)
+  @ApiBody({ schema: openApiSchema(encodeRequestSchema) })
+  encodeHttp(@Body(EncodeRequestPipe) req: EncodeRequest): Promise<EncodeResponse> {
+    return this.encoder.encode(req, this.deadlines.of(req));
+  }
+
+  @MessagePattern(DpType.Encode)
+  encode(
+    @Payload(EncodeRequestPipe) req: EncodeRequest,
+    @Ctx() ctx: NatsContext,
+  ): Promise<EncodeResponse> {
+    return this.encoder.encode(req, this.deadlines.of(req, ctx));
+  }
+
+  /** A real encode of a tiny image (or recent forward progress when busy); 503 on failure. */
+  @Get('health_generate')
+  healthGenerate(): Promise<ProbeResult> {
+    return this.probe.probe();
+  }
+
+  @MessagePattern(DpType.HealthEncode)
+  health(): Promise<ProbeResult> {
+    return this.probe.probe();
+  }
+}

@@ -1,0 +1,70 @@
+import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
+import { ApiBody, ApiTags } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import type { Observable } from 'rxjs';
+import { Deadlines } from '../common/deadline';
+import { abortOnDisconnect } from '../common/http/abort-on-disconnect';
+import { openApiSchema } from '../common/openapi/zod-openapi';
+import { ZodPipe } from '../common/validation/zod.pipe';
+import { DpType } from '../transport/subjects';
+import {
+  publishMetadataSchema,
+  reqIdOnlySchema,
+  waitMetadataSchema,
+  type PublishMetadataRequest,
+  type ReqIdRequest,
+  type WaitMetadataRequest,
+  type WaitMetadataResponse,
+} from './meta.schema';
+import { MetadataService } from './metadata.service';
+
+/** The metadata registry over NATS (publish, wait, has) and SGLang's HTTP metadata pull. */
+@ApiTags('metadata')
+@Controller()
+export class MetadataController {
+  constructor(
+    private readonly metadata: MetadataService,
+    private readonly deadlines: Deadlines,
+  ) {}
+
+  @MessagePattern(DpType.PublishMetadata)
+  publish(
+    @Payload(new ZodPipe(publishMetadataSchema, 'publish_metadata request'))
+    req: PublishMetadataRequest,
+  ): Promise<null> {
+    return this.metadata.publish(req);
+  }
+
+  @MessagePattern(DpType.WaitMetadata)
+  wait(
+    @Payload(new ZodPipe(waitMetadataSchema, 'wait_metadata request')) req: WaitMetadataRequest,
+    @Ctx() ctx: NatsContext,
+  ): Observable<WaitMetadataResponse> {
+    const timeoutMs = this.deadlines.timeoutMs(req, ctx);
+    return this.metadata.wait(req.req_id, req.part_idx, { timeoutMs });
+  }
+
+  @MessagePattern(DpType.HasMetadata)
+  has(
+    @Payload(new ZodPipe(reqIdOnlySchema, 'has_metadata request')) req: ReqIdRequest,
+  ): Promise<{ req_id: string; present: boolean }> {
+    return this.metadata.has(req.req_id);
+  }
+
+  /** Blocks until the metadata of `req_id` is published; 504 "encode metadata not ready". */
+  @Post('scheduler_receive_meta_data')
+  @HttpCode(200)
+  @ApiBody({ schema: openApiSchema(waitMetadataSchema) })
+  receiveMetadata(
+    @Body(new ZodPipe(waitMetadataSchema, 'scheduler_receive_meta_data request'))
+    body: WaitMetadataRequest,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ): Observable<WaitMetadataResponse> {
+    return this.metadata.wait(body.req_id, body.part_idx, {
+      timeoutMs: this.deadlines.timeoutMs(body),
+      signal: abortOnDisconnect(req, res),
+    });
+  }
+}
