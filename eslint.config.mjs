@@ -11,6 +11,8 @@ export default tseslint.config(
       'models/**',
       'jest.config.js',
       'eslint.config.mjs',
+      '.dependency-cruiser.cjs',
+      'test/fixtures/**',
     ],
   },
   js.configs.recommended,

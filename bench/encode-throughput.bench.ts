@@ -11,7 +11,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { InferenceSession, Tensor } from 'onnxruntime-node';
 import sharp from 'sharp';
 import { referenceModelPaths } from '../src/encoder/backend/model-paths';
-import { PATCH_DIM } from '../src/encoder/backend/reference-models';
+import { PATCH_DIM } from '../src/encoder/pipeline/model-contract';
 import preprocess from '../src/encoder/preprocess/preprocess.worker';
 import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport } from './common';

@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InferenceSession, Tensor } from 'onnxruntime-node';
 import { referenceModelPaths } from '../encoder/backend/model-paths';
-import { AUDIO_FRAME, PATCH_DIM } from '../encoder/backend/reference-models';
+import { AUDIO_FRAME, PATCH_DIM } from '../encoder/pipeline/model-contract';
 import { MODALITIES, type Modality } from '../encoder/pipeline/encode-request.schema';
 import preprocess from '../encoder/preprocess/preprocess.worker';
 import { npyHeader } from '../transfer/npy';

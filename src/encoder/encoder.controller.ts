@@ -7,7 +7,8 @@ import { DpType } from '../transport/subjects';
 import { EncodeRequestPipe } from './pipeline/encode-request.pipe';
 import { encodeRequestSchema, type EncodeRequest } from './pipeline/encode-request.schema';
 import { EncoderProbe, type ProbeResult } from './pipeline/encoder-probe.service';
-import { EncoderService, type EncodeResponse } from './pipeline/encoder.service';
+import type { EncodeResponse } from './pipeline/encode-response';
+import { EncoderService } from './pipeline/encoder.service';
 
 /** `encode` and the functional probe, over HTTP (SGLang's routes) and NATS. */
 @ApiTags('encoder')

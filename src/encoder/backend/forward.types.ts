@@ -1,5 +1,5 @@
 import type { WireDtype } from '../../transfer/frame';
-import type { ModelKind } from '../preprocess/preprocess.types';
+import type { ModelKind } from '../pipeline/model-contract';
 
 /** Embeddings are staged in the dtype they are sent in. */
 export type StagingDtype = WireDtype;

@@ -5,7 +5,7 @@ import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
 import { toFloat16Array } from './float16';
 import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
-import { AUDIO_FRAME, PATCH_DIM } from './reference-models';
+import { AUDIO_FRAME, PATCH_DIM } from '../pipeline/model-contract';
 
 // Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
 // thread for the whole forward; here that is this worker, never the main event loop.

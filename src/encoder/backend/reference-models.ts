@@ -1,14 +1,6 @@
 import { onnx } from 'onnx-proto';
 
-/** Qwen2-VL packed-patch geometry (DESIGN.md §6). */
-export const PATCH_SIZE = 14;
-export const TEMPORAL_PATCH = 2;
-export const MERGE = 2;
-export const CHANNELS = 3;
-export const PATCH_DIM = CHANNELS * TEMPORAL_PATCH * PATCH_SIZE * PATCH_SIZE; // 1176
-/** Audio: 40 ms frames of 16 kHz mono. */
-export const AUDIO_SAMPLE_RATE = 16_000;
-export const AUDIO_FRAME = 640;
+import { AUDIO_FRAME, MERGE, PATCH_DIM } from '../pipeline/model-contract';
 
 export const REFERENCE_SEED = 20240611;
 const HIDDEN = 128;

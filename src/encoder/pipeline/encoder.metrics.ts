@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { OwnedMetrics } from '../../metrics/owned-metrics';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import type { Modality } from './encode-request.schema';
-import type { StageTimings } from './encoder.service';
+import type { StageTimings } from './encode-response';
 import { ReqStateStore } from '../../requests/req-state.store';
 
 const STAGES = [

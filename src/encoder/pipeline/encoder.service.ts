@@ -10,37 +10,13 @@ import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import type { EncodeRequest } from './encode-request.schema';
 import { EncoderMetrics } from './encoder.metrics';
 import { MediaLoader } from '../media/media-loader.service';
+import type { EncodeResponse, StageTimings } from './encode-response';
 import { forwardPart, type PreprocessFailed } from '../preprocess/preprocess.types';
 import { checkItemCount, checkPlan } from '../preprocess/request-caps';
 import { Preprocessor } from '../preprocess/preprocessor.service';
-import { DeliveryService, type DestinationView } from '../../delivery/delivery.service';
+import { DeliveryService } from '../../delivery/delivery.service';
 import { ProfilerService } from '../../profiling/profiler.service';
 import { ReqStateStore, type ReqState } from '../../requests/req-state.store';
-
-export interface StageTimings {
-  queue_ms: number;
-  load_ms: number;
-  /** Reading the media headers (and waiting for a worker to do it): caps and reservation. */
-  plan_ms: number;
-  /** Waiting for a free preprocessing thread. */
-  preprocess_wait_ms: number;
-  preprocess_ms: number;
-  forward_ms: number;
-  stage_ms: number;
-  total_ms: number;
-  batch_size: number;
-}
-
-export interface EncodeResponse {
-  req_id: string;
-  part_idx: number;
-  embedding_size: number;
-  embedding_len: number;
-  embedding_dim: number;
-  timings: StageTimings;
-  /** Present when the embedding was pushed: to `prefill_host:embedding_port`, or to registered destinations. */
-  destinations?: DestinationView[];
-}
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 

@@ -1,4 +1,4 @@
-import { AUDIO_FRAME, AUDIO_SAMPLE_RATE } from '../backend/reference-models';
+import { AUDIO_FRAME, AUDIO_SAMPLE_RATE } from '../pipeline/model-contract';
 
 export class AudioDecodeError extends Error {}
 

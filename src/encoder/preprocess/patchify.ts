@@ -1,10 +1,4 @@
-import {
-  CHANNELS,
-  MERGE,
-  PATCH_DIM,
-  PATCH_SIZE,
-  TEMPORAL_PATCH,
-} from '../backend/reference-models';
+import { CHANNELS, MERGE, PATCH_DIM, PATCH_SIZE, TEMPORAL_PATCH } from '../pipeline/model-contract';
 
 /** OpenAI CLIP normalisation, as Qwen2-VL's image processor uses. */
 export const IMAGE_MEAN = [0.48145466, 0.4578275, 0.40821073] as const;

@@ -1,4 +1,4 @@
-import { PATCH_DIM } from '../backend/reference-models';
+import { PATCH_DIM } from '../pipeline/model-contract';
 import { audioFeatures, audioFrames, decodeWav, encodeWav, resample } from './audio';
 import { IMAGE_MEAN, IMAGE_STD, patchify } from './patchify';
 import { roundHalfEven, smartResize, tokensForGrid } from './smart-resize';

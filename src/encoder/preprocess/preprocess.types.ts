@@ -1,5 +1,6 @@
 import type { ForwardPart } from '../backend/forward.types';
 import type { Modality } from '../pipeline/encode-request.schema';
+import type { ModelKind } from '../pipeline/model-contract';
 
 export interface PreprocessTask {
   modality: Modality;
@@ -31,9 +32,6 @@ export interface MediaPlan {
 }
 
 export type PlanResult = MediaPlan | PreprocessFailed;
-
-/** What the model backend consumes: `vision` (image, video) or `audio`. */
-export type ModelKind = 'vision' | 'audio';
 
 export interface PreprocessOk {
   ok: true;

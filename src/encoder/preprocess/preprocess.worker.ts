@@ -1,5 +1,9 @@
 import sharp from 'sharp';
-import { PATCH_DIM } from '../backend/reference-models';
+import {
+  PATCH_DIM,
+  PATCH_SIZE as PATCH,
+  TEMPORAL_PATCH as TEMPORAL,
+} from '../pipeline/model-contract';
 import { reclaimAfter } from '../workers/reclaim';
 import { moveOut } from '../workers/move-out';
 import { AudioDecodeError, audioFeatures, audioTokens, wavInfo } from './audio';
@@ -87,8 +91,6 @@ function sampleIndices(total: number, max: number): number[] {
   return Array.from({ length: max }, (_, i) => Math.floor((i * total) / max));
 }
 
-const PATCH = 14;
-const TEMPORAL = 2;
 const tokensOf = (frames: number, h: number, w: number) =>
   tokensForGrid(Math.ceil(frames / TEMPORAL), h / PATCH, w / PATCH);
 

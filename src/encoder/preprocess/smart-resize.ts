@@ -1,4 +1,4 @@
-import { MERGE, PATCH_SIZE } from '../backend/reference-models';
+import { MERGE, PATCH_SIZE } from '../pipeline/model-contract';
 
 export const RESIZE_FACTOR = PATCH_SIZE * MERGE; // 28
 export const MAX_ASPECT_RATIO = 200;

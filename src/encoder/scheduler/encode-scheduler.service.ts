@@ -5,7 +5,7 @@ import { InternalError, MMError } from '../../common/errors/mm-error';
 import { AppConfig } from '../../config/app-config';
 import { EncoderBackend } from '../backend/encoder-backend';
 import type { ForwardOutput, ForwardPart, StagingDtype } from '../backend/forward.types';
-import type { ModelKind } from '../preprocess/preprocess.types';
+import type { ModelKind } from '../pipeline/model-contract';
 
 export interface ScheduledResult {
   output: ForwardOutput;
