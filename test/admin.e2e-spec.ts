@@ -48,6 +48,7 @@ describe('admin REST, docs and metrics (e2e)', () => {
       expect(again.body).toEqual({
         status: 'error',
         code: 404,
+        type: 'unknown_req_id',
         message: 'Unknown req_id: op-1',
         req_id: 'op-1',
       });
@@ -114,6 +115,7 @@ describe('admin REST, docs and metrics (e2e)', () => {
       expect(res.body).toEqual({
         status: 'error',
         code: 504,
+        type: 'metadata_not_ready',
         message: 'encode metadata not ready',
         req_id: 'nope',
       });

@@ -137,6 +137,7 @@ describe('data plane and request lifecycle (e2e)', () => {
     expect(fourth.err).toEqual({
       status: 'error',
       code: 500,
+      type: 'already_released',
       message: 'no staged embedding for /send req_id=fan (already released)',
       req_id: 'fan',
     });

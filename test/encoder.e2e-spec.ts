@@ -153,6 +153,7 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
     expect(r.err).toEqual({
       status: 'error',
       code: 400,
+      type: 'invalid_request',
       message: 'unsupported modality: smell',
       req_id: 'bad',
     });

@@ -211,6 +211,7 @@ it('http-body-limit: one byte over EPD_HTTP_MAX_BODY_BYTES is 413 naming the lim
     expect(over.body).toEqual({
       status: 'error',
       code: 413,
+      type: 'payload_too_large',
       message: `request payload of ${limit + 1} bytes exceeds the limit of ${limit} bytes (EPD_HTTP_MAX_BODY_BYTES)`,
       req_id: null,
     });

@@ -68,6 +68,7 @@ describe('metadata over NATS (e2e)', () => {
     expect(reply.err).toEqual({
       status: 'error',
       code: 504,
+      type: 'metadata_not_ready',
       message: 'encode metadata not ready',
       req_id: 'late',
     });
@@ -100,6 +101,7 @@ describe('metadata over NATS (e2e)', () => {
     expect((await waiting).err).toEqual({
       status: 'error',
       code: 500,
+      type: 'encode_failed',
       message: 'Error while loading data x: bad png',
       req_id: 'failed',
     });

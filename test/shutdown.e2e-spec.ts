@@ -72,6 +72,7 @@ describe('the built service process (e2e)', () => {
         expect(reply.err).toEqual({
           status: 'error',
           code: 503,
+          type: 'shutting_down',
           message: 'encoder shutting down',
           req_id: `s${i + 1}`,
         });

@@ -190,7 +190,8 @@ export class EncoderClient {
     }
     const reply = raw.json<Reply<T>>();
     if (reply.err !== undefined && reply.err !== null) {
-      if (isErrorBody(reply.err)) throw new MMError(reply.err.message, reply.err.code, reqId);
+      if (isErrorBody(reply.err))
+        throw new MMError(reply.err.message, reply.err.code, reqId, reply.err.type);
       throw new MMError(
         `unexpected error reply from ${subject}: ${JSON.stringify(reply.err)}`,
         502,
@@ -205,7 +206,7 @@ export class EncoderClient {
       err instanceof natsErrors.NoRespondersError ||
       (err instanceof natsErrors.RequestError && err.isNoResponders());
     if (noResponders) {
-      return new MMError(`no encoder is serving ${subject}`, 503, reqId);
+      return new MMError(`no encoder is serving ${subject}`, 503, reqId, 'no_responders');
     }
     if (err instanceof natsErrors.TimeoutError) {
       return dpType === DpType.WaitMetadata
@@ -213,13 +214,18 @@ export class EncoderClient {
         : Errors.deadlineExceeded(dpType, reqId);
     }
     if (err instanceof natsErrors.InvalidArgumentError && /max_payload/.test(err.message)) {
-      return new MMError(`${dpType} request exceeds the NATS server's max_payload`, 413, reqId);
+      return new MMError(
+        `${dpType} request exceeds the NATS server's max_payload`,
+        413,
+        reqId,
+        'payload_too_large',
+      );
     }
     if (
       err instanceof natsErrors.ClosedConnectionError ||
       err instanceof natsErrors.DrainingConnectionError
     ) {
-      return new MMError('NATS connection is closed', 503, reqId);
+      return new MMError('NATS connection is closed', 503, reqId, 'connection_closed');
     }
     return new MMError(`${dpType} failed: ${(err as Error).message}`, 502, reqId);
   }

@@ -6,120 +6,191 @@ import { BadRequestError, InternalError, MMError } from './mm-error';
  */
 export const Errors = {
   // metadata registry
-  metadataNotReady: (reqId?: string) => new MMError('encode metadata not ready', 504, reqId),
-  publishedError: (text: string, reqId?: string) => new MMError(text, 500, reqId),
-  shuttingDown: (reqId?: string) => new MMError('encoder shutting down', 503, reqId),
+  metadataNotReady: (reqId?: string) =>
+    new MMError('encode metadata not ready', 504, reqId, 'metadata_not_ready'),
+  publishedError: (text: string, reqId?: string) => new MMError(text, 500, reqId, 'encode_failed'),
+  shuttingDown: (reqId?: string) =>
+    new MMError('encoder shutting down', 503, reqId, 'shutting_down'),
   tooManyWaiters: (max: number, reqId?: string) =>
-    new MMError(`too many pending metadata waits (limit ${max}); retry later`, 503, reqId),
+    new MMError(
+      `too many pending metadata waits (limit ${max}); retry later`,
+      503,
+      reqId,
+      'too_many_waiters',
+    ),
   registryFull: (max: number, reqId?: string) =>
-    new MMError(`metadata registry is full (limit ${max} entries); retry later`, 507, reqId),
-  waitCancelled: (reqId?: string) => new MMError('metadata wait cancelled', 499, reqId),
-  unknownReqId: (reqId: string) => new MMError(`Unknown req_id: ${reqId}`, 404, reqId),
-  deadlineExceeded: (what: string, reqId?: string) => new MMError(`${what} timed out`, 504, reqId),
+    new MMError(
+      `metadata registry is full (limit ${max} entries); retry later`,
+      507,
+      reqId,
+      'registry_full',
+    ),
+  waitCancelled: (reqId?: string) =>
+    new MMError('metadata wait cancelled', 499, reqId, 'wait_cancelled'),
+  unknownReqId: (reqId: string) =>
+    new MMError(`Unknown req_id: ${reqId}`, 404, reqId, 'unknown_req_id'),
+  deadlineExceeded: (what: string, reqId?: string) =>
+    new MMError(`${what} timed out`, 504, reqId, 'deadline_exceeded'),
 
   // transport
   payloadTooLarge: (bytes: number, max: number, variable: string) =>
     new MMError(
       `request payload of ${bytes} bytes exceeds the limit of ${max} bytes (${variable})`,
       413,
+      undefined,
+      'payload_too_large',
     ),
-  notJson: (reason: string) => new BadRequestError(`request body is not valid JSON: ${reason}`),
+  notJson: (reason: string) =>
+    new BadRequestError(`request body is not valid JSON: ${reason}`, undefined, 'invalid_json'),
   invalidField: (what: string, details: string, reqId?: string) =>
-    new BadRequestError(`invalid ${what}: ${details}`, reqId),
-  unauthorized: () => new MMError('missing or invalid admin bearer token', 401),
+    new BadRequestError(`invalid ${what}: ${details}`, reqId, 'invalid_request'),
+  unauthorized: () =>
+    new MMError('missing or invalid admin bearer token', 401, undefined, 'unauthorized'),
 
   // encode validation (DESIGN.md §5): the messages themselves live in encode-request.schema.ts
-  invalidEncode: (message: string, reqId?: string) => new BadRequestError(message, reqId),
+  invalidEncode: (message: string, reqId?: string) =>
+    new BadRequestError(message, reqId, 'invalid_request'),
 
   // media (DESIGN.md §5, SGLang's preprocessor messages)
   loadFailed: (data: string, reason: string, reqId?: string) =>
-    new BadRequestError(`Error while loading data ${truncateForMessage(data)}: ${reason}`, reqId),
+    new BadRequestError(
+      `Error while loading data ${truncateForMessage(data)}: ${reason}`,
+      reqId,
+      'load_failed',
+    ),
   hashMismatch: (expected: string, got: string, reqId?: string) =>
     new BadRequestError(
       `Encoder media content hash mismatch: expected ${expected}, got ${got}`,
       reqId,
+      'hash_mismatch',
     ),
   capExceeded: (what: string, value: number, max: number, variable: string, reqId?: string) =>
     new MMError(
       `request has ${value} ${what}, more than the limit of ${max} (${variable})`,
       413,
       reqId,
+      'limit_exceeded',
     ),
   planMismatch: (got: number, planned: number, reqId?: string) =>
     new InternalError(
       `preprocessing produced ${got} tokens, but the media headers gave ${planned}`,
       reqId,
+      'token_mismatch',
     ),
   loadDeadline: (reqId?: string) =>
-    new MMError("media loading did not finish within the request's deadline", 504, reqId),
+    new MMError(
+      "media loading did not finish within the request's deadline",
+      504,
+      reqId,
+      'load_timeout',
+    ),
   processFailed: (reason: string, reqId?: string) =>
-    new BadRequestError(`Failed to process mm items: ${reason}`, reqId),
+    new BadRequestError(`Failed to process mm items: ${reason}`, reqId, 'process_failed'),
 
   // encoder and lifecycle (DESIGN.md §6, §8)
   tokenMismatch: (n: number, m: number, reqId?: string) =>
     new InternalError(
       `Encoder produced ${n} tokens, but preprocessor metadata expected ${m}`,
       reqId,
+      'token_mismatch',
     ),
-  batchTimedOut: (reqId?: string) => new MMError('encoder batch timed out', 504, reqId),
+  batchTimedOut: (reqId?: string) =>
+    new MMError('encoder batch timed out', 504, reqId, 'batch_timeout'),
   noStagedEmbedding: (reqId: string) =>
-    new InternalError(`no staged embedding for /send req_id=${reqId} (already released)`, reqId),
+    new InternalError(
+      `no staged embedding for /send req_id=${reqId} (already released)`,
+      reqId,
+      'already_released',
+    ),
   duplicateActive: (reqId: string) =>
-    new MMError(`encode already active for req_id=${reqId}`, 409, reqId),
+    new MMError(`encode already active for req_id=${reqId}`, 409, reqId, 'duplicate_request'),
   releasedBeforeEncode: (reqId: string) =>
-    new MMError(`Encoder request was released: ${reqId}`, 409, reqId),
+    new MMError(`Encoder request was released: ${reqId}`, 409, reqId, 'released'),
   releasedDuringEncode: (reqId: string) =>
-    new InternalError(`Encoder request was released: ${reqId}`, reqId),
+    new InternalError(`Encoder request was released: ${reqId}`, reqId, 'released'),
   atCapacity: (pending: number, max: number, reqId?: string) =>
     new MMError(
       `encoder is at capacity: ${pending} requests pending (EPD_MAX_PENDING=${max}); retry later`,
       503,
       reqId,
+      'at_capacity',
     ),
   stagingFull: (need: number, free: number, max: number, reqId?: string) =>
     new MMError(
       `staging budget exhausted: need ${need} bytes, ${free} of ${max} free (EPD_STAGING_MAX_BYTES); retry later`,
       507,
       reqId,
+      'staging_full',
     ),
-  encoderNotReady: (reason: string) => new MMError(`encoder not ready: ${reason}`, 503),
+  encoderNotReady: (reason: string) =>
+    new MMError(`encoder not ready: ${reason}`, 503, undefined, 'not_ready'),
 
   // data plane and destinations (DESIGN.md §7, §8)
   notActive: (reqId: string) =>
-    new BadRequestError(`Encoder request is not active: ${reqId}`, reqId),
+    new BadRequestError(`Encoder request is not active: ${reqId}`, reqId, 'not_active'),
   inconsistentReceiveCount: (reqId: string, registered: number, got: number) =>
     new BadRequestError(
       `Inconsistent receive_count for req_id=${reqId}: registered ${registered}, got ${got}`,
       reqId,
+      'inconsistent_receive_count',
     ),
   startTimeout: (reqId: string) =>
-    new MMError(`Timed out waiting for encoder request to start: ${reqId}`, 504, reqId),
+    new MMError(
+      `Timed out waiting for encoder request to start: ${reqId}`,
+      504,
+      reqId,
+      'start_timeout',
+    ),
   invalidReceiveUrl: (url: string, reqId?: string) =>
     new BadRequestError(
       `invalid receive_url ${url} (expected host:port or tcp://host:port)`,
       reqId,
+      'invalid_request',
     ),
   tooManyDestinations: (reqId: string, max: number) =>
     new BadRequestError(
       `req_id=${reqId} already has ${max} destinations (receive_count or the per-request bound)`,
       reqId,
+      'too_many_destinations',
     ),
   embeddingWaitTimeout: (reqId: string) =>
-    new MMError(`timed out waiting for the embedding of req_id=${reqId}`, 504, reqId),
+    new MMError(
+      `timed out waiting for the embedding of req_id=${reqId}`,
+      504,
+      reqId,
+      'embedding_timeout',
+    ),
   deliveryFailed: (endpoint: string, reason: string, reqId: string) =>
-    new InternalError(`send of req_id=${reqId} to ${endpoint} failed: ${reason}`, reqId),
+    new InternalError(
+      `send of req_id=${reqId} to ${endpoint} failed: ${reason}`,
+      reqId,
+      'delivery_failed',
+    ),
   destinationsMissing: (reqId: string, registered: number, expected: number) =>
     new MMError(
       `delivery of req_id=${reqId} incomplete: ${registered} of ${expected} destinations registered before the deadline`,
       504,
       reqId,
+      'destinations_missing',
     ),
   deliveryIncomplete: (reqId: string, detail: string) =>
-    new MMError(`delivery of req_id=${reqId} incomplete: ${detail}`, 502, reqId),
+    new MMError(
+      `delivery of req_id=${reqId} incomplete: ${detail}`,
+      502,
+      reqId,
+      'delivery_incomplete',
+    ),
   callerGone: (reqId: string) =>
-    new MMError(`send of req_id=${reqId} abandoned: the caller disconnected`, 499, reqId),
-  profilingRunning: () => new BadRequestError('profiling already running'),
-  profilingNotRunning: () => new BadRequestError('profiling not running'),
+    new MMError(
+      `send of req_id=${reqId} abandoned: the caller disconnected`,
+      499,
+      reqId,
+      'caller_gone',
+    ),
+  profilingRunning: () =>
+    new BadRequestError('profiling already running', undefined, 'profiling_running'),
+  profilingNotRunning: () =>
+    new BadRequestError('profiling not running', undefined, 'profiling_not_running'),
 } as const;
 
 /** Media strings can be 20 MB of base64: keep messages and logs short. */

@@ -57,6 +57,7 @@ describe('MMExceptionFilter', () => {
       expect(body).toEqual({
         status: 'error',
         code: 504,
+        type: 'metadata_not_ready',
         message: 'encode metadata not ready',
         req_id: 'r1',
       });
@@ -73,6 +74,7 @@ describe('MMExceptionFilter', () => {
       expect(other).toEqual({
         status: 'error',
         code: 504,
+        type: 'deadline_exceeded',
         message: 'send timed out',
         req_id: null,
       });
@@ -84,7 +86,13 @@ describe('MMExceptionFilter', () => {
         new BadRequestError('invalid x: y'),
         rpcHost('epd.v1.has_metadata', { req_id: 7 }),
       );
-      expect(body).toEqual({ status: 'error', code: 400, message: 'invalid x: y', req_id: null });
+      expect(body).toEqual({
+        status: 'error',
+        code: 400,
+        type: 'invalid_request',
+        message: 'invalid x: y',
+        req_id: null,
+      });
     });
 
     it('hides the internals of unexpected errors behind a 500', async () => {
@@ -93,7 +101,13 @@ describe('MMExceptionFilter', () => {
         new Error('secret stack detail'),
         rpcHost('epd.v1.release', { req_id: 'r' }),
       );
-      expect(body).toEqual({ status: 'error', code: 500, message: 'internal error', req_id: 'r' });
+      expect(body).toEqual({
+        status: 'error',
+        code: 500,
+        type: 'internal',
+        message: 'internal error',
+        req_id: 'r',
+      });
     });
   });
 
@@ -105,6 +119,7 @@ describe('MMExceptionFilter', () => {
       expect(res.payload).toEqual({
         status: 'error',
         code: 504,
+        type: 'metadata_not_ready',
         message: 'encode metadata not ready',
         req_id: 'r9',
       });
