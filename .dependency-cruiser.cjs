@@ -46,12 +46,12 @@ module.exports = {
       name: 'only-cli-imports-model-generator',
       severity: 'error',
       comment:
-        'The reference-model generator is a dev tool: the service reads the contract from encoder/pipeline/model-contract.ts.',
+        'The reference-model generator (cli/models/) is a dev tool: the service reads the contract from encoder/pipeline/model-contract.ts.',
       from: {
         path: '^src/',
-        pathNot: ['^src/cli/', '^src/encoder/backend/(generate-models|reference-models)\\.ts$'],
+        pathNot: '^src/cli/',
       },
-      to: { path: '^src/encoder/backend/(generate-models|reference-models)\\.ts$' },
+      to: { path: '^src/cli/models/' },
     },
     {
       name: 'common-imports-no-feature',

@@ -1,4 +1,4 @@
-import { ensureReferenceModels } from '../encoder/backend/generate-models';
+import { ensureReferenceModels } from './models/generate-models';
 
 /**
  * Writes the deterministic reference models (fixed seed) unless they exist.

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { ensureReferenceModels, writeVisionModel } from '../../src/encoder/backend/generate-models';
+import { ensureReferenceModels, writeVisionModel } from '../../src/cli/models/generate-models';
 import { projectRoot } from '../../src/encoder/backend/model-paths';
 import { NatsServer } from './nats-server';
 

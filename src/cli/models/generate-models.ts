@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { referenceModelPaths } from './model-paths';
+import { referenceModelPaths } from '../../encoder/backend/model-paths';
 import { buildAudioModel, buildVisionModel } from './reference-models';
 
 export interface GeneratedModel {

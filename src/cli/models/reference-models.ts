@@ -1,6 +1,6 @@
 import { onnx } from 'onnx-proto';
 
-import { AUDIO_FRAME, MERGE, PATCH_DIM } from '../pipeline/model-contract';
+import { AUDIO_FRAME, MERGE, PATCH_DIM } from '../../encoder/pipeline/model-contract';
 
 export const REFERENCE_SEED = 20240611;
 const HIDDEN = 128;
