@@ -19,6 +19,17 @@ ensure_nats_server() {
   command -v nats-server >/dev/null || { log "nats-server did not install"; return 1; }
 }
 
+# Debian's python3 with numpy, for tests that check our files with an independent reader.
+# Found with `command -p` (the python3 first on PATH may be another build without it).
+ensure_python_numpy() {
+  local py
+  py="$(command -p -v python3 || true)"
+  if [ -n "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then return 0; fi
+  log "installing python3-numpy (Debian package)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy >/dev/null
+}
+
 # npm ci when node_modules is missing or older than the lockfile.
 ensure_node_modules() {
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

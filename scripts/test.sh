@@ -5,6 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 
 ensure_nats_server
+ensure_python_numpy
 ensure_node_modules
 ensure_build
 npm run --silent check

@@ -1,4 +1,5 @@
 import request from 'supertest';
+import { waitFor } from './support/calls';
 import { startTestApp, type TestApp } from './support/app';
 
 const META = { embedding_size: 8192, embedding_len: 2, embedding_dim: 1024 };
@@ -69,7 +70,8 @@ describe('admin REST, docs and metrics (e2e)', () => {
         .post('/scheduler_receive_meta_data')
         .send({ req_id: 'op-3', part_idx: 0 });
       const pending = waiting.then((r) => r);
-      await new Promise((r) => setTimeout(r, 100));
+      // Publish only once the HTTP waiter is registered (not after a guessed sleep).
+      expect(await waitFor(async () => (await t.registry.stats()).waiters === 1)).toBe(true);
       await request(t.httpUrl).post('/admin/registry/op-3').set(auth).send({ metadata: META });
       const res = await pending;
       expect(res.status).toBe(200);
@@ -82,9 +84,7 @@ describe('admin REST, docs and metrics (e2e)', () => {
         .timeout(200)
         .send({ req_id: 'gone' });
       await expect(req).rejects.toThrow();
-      const deadline = Date.now() + 2000;
-      while ((await t.registry.stats()).waiters > 0 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 10));
+      await waitFor(async () => (await t.registry.stats()).waiters === 0, 2000);
       const s = await t.registry.stats();
       expect(s.waiters).toBe(0);
       expect(s.counters.cancelled).toBeGreaterThanOrEqual(1);

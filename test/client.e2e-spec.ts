@@ -66,10 +66,14 @@ describe('EncoderClient SDK (e2e)', () => {
   });
 
   it('throws 400 MMErrors for invalid requests without retrying', async () => {
+    // has_metadata accepts the req_id, so the 400 comes from wait_metadata, inside the
+    // retry loop: exactly one attempt is made.
+    const attempts: number[] = [];
     const err = await client
-      .waitMetadata('', { onAttempt: () => undefined })
+      .waitMetadata('valid-id', { partIdx: -1, onAttempt: (n) => attempts.push(n) })
       .catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 400 });
+    expect(err).toMatchObject({ code: 400, type: 'invalid_request' });
+    expect(attempts).toEqual([1]);
   });
 
   it('maps a payload over the NATS max_payload to 413 at once', async () => {

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
+import { waitFor } from './support/calls';
 import type { FrameHeader } from '../src/transfer/frame';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
@@ -155,8 +156,8 @@ describe('data plane and request lifecycle (e2e)', () => {
         receive_url: `tcp://127.0.0.1:${rx.port}`,
       }),
     );
-    await new Promise((r) => setTimeout(r, 50)); // registrations are waiting for the encode to start
-    expect((await requests()).staging.startWaiters).toBe(3);
+    // The registrations wait for the encode to start.
+    expect(await waitFor(async () => (await requests()).staging.startWaiters === 3)).toBe(true);
     const enc = await encode('reg');
     for (const r of await Promise.all(registrations)) expect(r).toMatchObject({ response: null });
     const dests = (enc.response as { destinations: { status: string }[] }).destinations;
@@ -180,7 +181,7 @@ describe('data plane and request lifecycle (e2e)', () => {
       receive_count: 2,
       receive_url: `127.0.0.1:${first.port}`,
     });
-    await new Promise((r) => setTimeout(r, 50));
+    expect(await waitFor(async () => (await requests()).staging.startWaiters === 1)).toBe(true);
     const enc = await encode('short', { timeout_ms: 1500 });
     expect((await reg1).response).toBeNull();
     expect(enc.err).toMatchObject({

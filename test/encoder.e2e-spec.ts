@@ -51,6 +51,12 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
     await nc.drain();
     await t.close();
   });
+  // Every test releases what it encoded: nothing staged and no pending work after any one.
+  afterEach(async () => {
+    const s = await staged();
+    expect(s.staging).toMatchObject({ usedBytes: 0, states: 0 });
+    expect((await t.registry.stats()).waiters).toBe(0);
+  });
 
   it('encodes an image over NATS: metadata matches Qwen2-VL grids and the staged embedding', async () => {
     const jpeg = await image(1024, 768, 'jpeg');
@@ -282,13 +288,6 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
       (await request(t.httpUrl).post('/start_profile').send({ output_dir: '/etc' })).status,
     ).toBe(400);
     await call('release', { req_id: 'prof-2' });
-  });
-
-  it('leaves nothing staged and no pending work once everything is released', async () => {
-    const s = await staged();
-    expect(s.staging).toMatchObject({ usedBytes: 0, states: 0 });
-    const stats = await t.registry.stats();
-    expect(stats.waiters).toBe(0);
   });
 });
 
