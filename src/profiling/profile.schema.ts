@@ -11,3 +11,6 @@ export const profileRequestSchema = z
     record_shapes: z.boolean().optional(),
   })
   .default({});
+
+/** A start_profile request, as validated (the schema is the one source of its type). */
+export type ProfileRequest = z.output<typeof profileRequestSchema>;

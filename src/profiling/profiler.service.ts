@@ -6,12 +6,9 @@ import { ConfinedDir } from '../common/fs/confined-dir';
 import { Errors } from '../common/errors/error-catalogue';
 import { BadRequestError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
+import type { ProfileRequest } from './profile.schema';
 
-export interface ProfileRequest {
-  output_dir?: string;
-  profile_prefix?: string;
-  num_steps?: number;
-}
+export type { ProfileRequest } from './profile.schema';
 
 export interface ProfileReply {
   ok: boolean;

@@ -84,25 +84,31 @@ export const encodeRequestSchema = z
         message: `part_idx must be in [0, ${numParts})`,
       });
     }
-  });
+  })
+  // The output is the normalised request the pipeline works on. Its type (EncodeRequest)
+  // is derived from this schema, so schema and type cannot drift; unknown fields (SGLang's
+  // extras) are dropped here.
+  .transform((r) => ({
+    req_id: r.req_id,
+    modality: r.modality,
+    mm_items: r.mm_items.map((i): MediaItem =>
+      typeof i === 'string' ? { url: i } : { url: i.url, content_hash: i.content_hash },
+    ),
+    num_parts: r.num_parts as number,
+    part_idx: r.part_idx as number,
+    hashes: r.hashes,
+    prefill_host: r.prefill_host,
+    embedding_port: r.embedding_port,
+    timeout_ms: r.timeout_ms,
+    deadline_ms: r.deadline_ms,
+  }));
 
 export interface MediaItem {
   url: string;
   content_hash?: string;
 }
 
-export interface EncodeRequest {
-  req_id: string;
-  modality: Modality;
-  mm_items: MediaItem[];
-  num_parts: number;
-  part_idx: number;
-  hashes?: unknown;
-  prefill_host?: string | null;
-  embedding_port?: number | number[] | null;
-  timeout_ms?: number;
-  deadline_ms?: number;
-}
+export type EncodeRequest = z.output<typeof encodeRequestSchema>;
 
 /** Validates before anything is queued; throws a 400 with the first failure's message. */
 export function parseEncodeRequest(body: unknown): EncodeRequest {
@@ -116,19 +122,5 @@ export function parseEncodeRequest(body: unknown): EncodeRequest {
         : issue.message;
     throw Errors.invalidEncode(message, reqId);
   }
-  const r = result.data;
-  return {
-    req_id: r.req_id,
-    modality: r.modality,
-    mm_items: r.mm_items.map((i) =>
-      typeof i === 'string' ? { url: i } : { url: i.url, content_hash: i.content_hash },
-    ),
-    num_parts: r.num_parts as number,
-    part_idx: r.part_idx as number,
-    hashes: r.hashes,
-    prefill_host: r.prefill_host,
-    embedding_port: r.embedding_port,
-    timeout_ms: r.timeout_ms,
-    deadline_ms: r.deadline_ms,
-  };
+  return result.data;
 }
