@@ -4,7 +4,6 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../config/config.loader';
-import type { AppConfig } from '../../config/app-config';
 import { MediaLoader } from './media-loader.service';
 
 /** MediaLoader against a real HTTP server on 127.0.0.1 and real files (no mocks of the world). */
@@ -45,7 +44,7 @@ describe('MediaLoader', () => {
         EPD_ALLOWED_MEDIA_DOMAINS: '127.0.0.1',
         EPD_MEDIA_ALLOW_PRIVATE_NETWORKS: 'true',
         ...env,
-      }).config as AppConfig,
+      }).config,
     );
   const failure = (p: Promise<unknown>) =>
     p.then(

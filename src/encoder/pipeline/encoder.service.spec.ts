@@ -1,0 +1,175 @@
+import { Clock } from '../../common/clock';
+import { Errors } from '../../common/errors/error-catalogue';
+import type { DeliveryService } from '../../delivery/delivery.service';
+import { makeRegistry } from '../../meta-registry/testing';
+import type { ProfilerService } from '../../profiling/profiler.service';
+import { ReqStateStore } from '../../requests/req-state.store';
+import { EncoderBackend } from '../backend/encoder-backend';
+import type { ForwardResult, ForwardTask, ModelInfo } from '../backend/forward.types';
+import type { MediaLoader } from '../media/media-loader.service';
+import type { MediaPlan, PreprocessResult } from '../preprocess/preprocess.types';
+import type { Preprocessor } from '../preprocess/preprocessor.service';
+import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
+import { PATCH_DIM } from './model-contract';
+import { EncoderMetrics } from './encoder.metrics';
+import { EncoderService } from './encoder.service';
+
+const DIM = 8;
+const TOKENS = 4; // one 56x56 image: grid (1, 4, 4), 16 patches, 4 merged tokens
+
+/** A backend whose forward waits for `release()` (or fails with `fail()`). */
+class GatedBackend extends EncoderBackend {
+  forwards = 0;
+  private gate?: { resolve: () => void; reject: (e: Error) => void };
+  info(): Promise<ModelInfo> {
+    return Promise.resolve({ visionDim: DIM, audioDim: DIM, visionPath: 'v', audioPath: 'a' });
+  }
+  async forward(task: ForwardTask): Promise<ForwardResult> {
+    this.forwards++;
+    await new Promise<void>((resolve, reject) => (this.gate = { resolve, reject }));
+    return {
+      dim: DIM,
+      forwardMs: 1,
+      outputs: task.parts.map((p) => ({
+        data: new Float32Array(p.tokens * DIM).fill(1),
+        tokens: p.tokens,
+      })),
+    };
+  }
+  get waiting(): boolean {
+    return this.gate !== undefined;
+  }
+  release(): void {
+    this.gate?.resolve();
+    this.gate = undefined;
+  }
+  fail(err: Error): void {
+    this.gate?.reject(err);
+    this.gate = undefined;
+  }
+}
+
+const plan: MediaPlan = {
+  ok: true,
+  tokens: TOKENS,
+  decodedPixels: 56 * 56,
+  largestFramePixels: 56 * 56,
+  sourceFrames: 0,
+  keptFrames: 0,
+  audioSeconds: 0,
+};
+const preprocessed = (): PreprocessResult => ({
+  ok: true,
+  kind: 'vision',
+  data: new Float32Array(16 * PATCH_DIM),
+  rows: 16,
+  grids: [[1, 4, 4]],
+  tokens: TOKENS,
+  ms: 1,
+});
+
+const tick = () => new Promise((r) => setImmediate(r));
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !cond(); i++) await tick();
+  if (!cond()) throw new Error('condition never held');
+}
+
+/**
+ * EncoderService with fakes for the outside world (media, preprocessing, the model,
+ * delivery) and the real registry, request state and scheduler.
+ */
+describe('EncoderService', () => {
+  const { registry, config } = makeRegistry();
+  const clock = new Clock();
+  const backend = new GatedBackend();
+  const scheduler = new EncodeScheduler(backend, config, clock);
+  const states = new ReqStateStore(config, clock);
+  const metrics = new EncoderMetrics(scheduler, states);
+  const afterStage = jest.fn<ReturnType<DeliveryService['afterStage']>, []>(() =>
+    Promise.resolve(undefined),
+  );
+  const loader = { load: () => Promise.resolve(Buffer.from('png')) } as unknown as MediaLoader;
+  const preprocessor = {
+    plan: () => Promise.resolve(plan),
+    run: () => Promise.resolve(preprocessed()),
+  } as unknown as Preprocessor;
+  const service = new EncoderService(
+    config,
+    clock,
+    loader,
+    preprocessor,
+    backend,
+    scheduler,
+    states,
+    registry,
+    metrics,
+    { step: () => undefined } as unknown as ProfilerService,
+    { afterStage } as unknown as DeliveryService,
+  );
+  const request = (reqId: string) => ({
+    req_id: reqId,
+    modality: 'image' as const,
+    mm_items: [{ url: 'data:image/png;base64,AAAA' }],
+    num_parts: 1,
+    part_idx: 0,
+  });
+  const deadline = () => Date.now() + 10_000;
+
+  afterEach(() => afterStage.mockReset().mockResolvedValue(undefined));
+
+  it('publishes the metadata before the forward runs, and stages the embedding after it', async () => {
+    const encoding = service.encode(request('m1'), deadline());
+    await until(() => backend.waiting);
+    // The forward has not returned, yet a receiver can already size its buffer.
+    expect((await registry.get('m1'))?.metadata).toEqual({
+      embedding_size: TOKENS * DIM * 4,
+      embedding_len: TOKENS,
+      embedding_dim: DIM,
+    });
+    expect(states.get('m1')?.embedding).toBeUndefined();
+    backend.release();
+    expect(await encoding).toMatchObject({
+      req_id: 'm1',
+      embedding_len: TOKENS,
+      embedding_dim: DIM,
+    });
+    expect(states.get('m1')?.embedding?.bytes).toBe(TOKENS * DIM * 4);
+    states.release('m1');
+  });
+
+  it('publishes {error} when the forward fails, and frees the request state and its bytes', async () => {
+    const encoding = service.encode(request('m2'), deadline());
+    await until(() => backend.waiting);
+    backend.fail(new Error('onnx exploded'));
+    await expect(encoding).rejects.toThrow();
+    // Waiters learn the real reason at once, not at their deadline.
+    expect((await registry.get('m2'))?.metadata).toEqual({ error: 'onnx exploded' });
+    expect(states.get('m2')).toBeUndefined();
+    expect(states.stats().usedBytes).toBe(0);
+  });
+
+  it('keeps the staged embedding when a delivery after staging fails, so the receiver can retry', async () => {
+    afterStage.mockRejectedValueOnce(Errors.deliveryFailed('127.0.0.1:9', 'refused', 'm3'));
+    const encoding = service.encode(request('m3'), deadline());
+    await until(() => backend.waiting);
+    backend.release();
+    await expect(encoding).rejects.toMatchObject({ code: 500, type: 'delivery_failed' });
+    expect(states.get('m3')?.embedding?.bytes).toBe(TOKENS * DIM * 4);
+    // The metadata stays the embedding's, not an {error}: the embedding is good.
+    expect((await registry.get('m3'))?.metadata).toMatchObject({ embedding_len: TOKENS });
+    states.release('m3');
+  });
+
+  it('refuses a duplicate active req_id with 409 and admits again after release', async () => {
+    const first = service.encode(request('dup'), deadline());
+    await until(() => backend.waiting);
+    await expect(service.encode(request('dup'), deadline())).rejects.toMatchObject({
+      code: 409,
+      type: 'duplicate_request',
+    });
+    backend.release();
+    await first;
+    states.release('dup');
+    expect(states.stats()).toMatchObject({ states: 0, usedBytes: 0 });
+  });
+});
