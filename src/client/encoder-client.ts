@@ -4,6 +4,7 @@ import {
   type NatsConnection,
   type ConnectionOptions,
 } from '@nats-io/transport-node';
+import { backoffMs, sleep } from '../common/backoff';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError, isErrorBody } from '../common/errors/mm-error';
 import type {
@@ -64,21 +65,6 @@ interface Reply<T> {
   id?: string;
   response?: T;
   err?: unknown;
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(Errors.waitCancelled());
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(Errors.waitCancelled());
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /**
@@ -145,7 +131,8 @@ export class EncoderClient {
     options: WaitMetadataOptions = {},
   ): Promise<WaitMetadataResponse> {
     const attempts = Math.max(1, options.retries ?? this.retry.attempts);
-    if (!(await this.hasMetadata(reqId))) await sleep(this.retry.landingDelayMs, options.signal);
+    if (!(await this.hasMetadata(reqId)))
+      await sleep(this.retry.landingDelayMs, options.signal, Errors.waitCancelled);
     for (let attempt = 1; ; attempt++) {
       options.onAttempt?.(attempt);
       try {
@@ -156,7 +143,7 @@ export class EncoderClient {
         );
       } catch (err) {
         if (!(err instanceof MMError) || err.code !== 504 || attempt >= attempts) throw err;
-        await sleep(this.backoffMs(attempt), options.signal);
+        await sleep(this.backoffMs(attempt), options.signal, Errors.waitCancelled);
       }
     }
   }
@@ -171,8 +158,7 @@ export class EncoderClient {
 
   private backoffMs(attempt: number): number {
     const { baseDelayMs, maxDelayMs, jitter } = this.retry;
-    const base = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
-    return Math.round(base * (1 - jitter) + base * jitter * this.random());
+    return backoffMs(attempt, { baseMs: baseDelayMs, maxMs: maxDelayMs, jitter }, this.random);
   }
 
   private async call<T>(

@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } fro
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { BehaviorSubject, firstValueFrom, filter } from 'rxjs';
 import { withTimeout } from '../common/timeout';
+import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
 import { natsConnectionOptions } from './nats-options';
 
@@ -20,7 +21,8 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
   private readonly state$ = new BehaviorSubject<NatsState>('connecting');
   private attempt = 0;
   private stopped = false;
-  private retryTimer?: NodeJS.Timeout;
+  /** Aborts the retry sleep of the connect loop at shutdown. */
+  private readonly stopping = new AbortController();
   private lastError = '';
 
   constructor(private readonly config: AppConfig) {}
@@ -51,9 +53,8 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
   }
 
   private backoffMs(): number {
-    const cap = this.config.nats.reconnectMaxDelayMs;
-    const base = Math.min(cap, 100 * 2 ** Math.min(this.attempt++, 10));
-    return Math.round(base / 2 + Math.random() * (base / 2));
+    const policy = { baseMs: 100, maxMs: this.config.nats.reconnectMaxDelayMs, jitter: 0.5 };
+    return backoffMs(++this.attempt, policy);
   }
 
   private async connectLoop(): Promise<void> {
@@ -80,9 +81,7 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
           { servers, err: this.lastError, retryInMs: delay },
           `NATS not reachable at ${servers}: ${this.lastError}; retrying`,
         );
-        await new Promise<void>((resolve) => {
-          this.retryTimer = setTimeout(resolve, delay);
-        });
+        await sleep(delay, this.stopping.signal).catch(() => undefined);
       }
     }
   }
@@ -122,7 +121,7 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
    */
   async onApplicationShutdown(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.retryTimer);
+    this.stopping.abort();
     const nc = this.nc;
     if (!nc || nc.isClosed()) {
       this.state$.next('closed');

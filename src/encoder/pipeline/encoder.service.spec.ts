@@ -10,6 +10,7 @@ import type { MediaLoader } from '../media/media-loader.service';
 import type { MediaPlan, PreprocessResult } from '../preprocess/preprocess.types';
 import type { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
+import { parseEncodeRequest } from './encode-request.schema';
 import { PATCH_DIM } from './model-contract';
 import { EncoderMetrics } from './encoder.metrics';
 import { EncoderService } from './encoder.service';
@@ -106,13 +107,14 @@ describe('EncoderService', () => {
     { step: () => undefined } as unknown as ProfilerService,
     { afterStage } as unknown as DeliveryService,
   );
-  const request = (reqId: string) => ({
-    req_id: reqId,
-    modality: 'image' as const,
-    mm_items: [{ url: 'data:image/png;base64,AAAA' }],
-    num_parts: 1,
-    part_idx: 0,
-  });
+  const request = (reqId: string) =>
+    parseEncodeRequest({
+      req_id: reqId,
+      modality: 'image',
+      mm_items: ['data:image/png;base64,AAAA'],
+      num_parts: 1,
+      part_idx: 0,
+    });
   const deadline = () => Date.now() + 10_000;
 
   afterEach(() => afterStage.mockReset().mockResolvedValue(undefined));
