@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { freePort } from '../test/support/nats-server';
+import { stopProcess } from '../test/support/service-process';
 
 export const ROOT = join(__dirname, '..', '..');
 
@@ -31,11 +32,4 @@ export async function startService(
   return { proc, url, stop: () => stopProcess(proc) };
 }
 
-export async function stopProcess(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-  proc.kill('SIGTERM');
-  const t = setTimeout(() => proc.kill('SIGKILL'), 8000);
-  await exited;
-  clearTimeout(t);
-}
+export { stopProcess };

@@ -58,13 +58,16 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
     rss: () => status(pid, 'VmRSS'),
     peakRss: () => status(pid, 'VmHWM'),
     resetPeak: () => writeFileSync(`/proc/${pid}/clear_refs`, '5'),
-    stop: async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-      proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.kill('SIGKILL'), 8000);
-      await exited;
-      clearTimeout(t);
-    },
+    stop: () => stopProcess(proc),
   };
+}
+
+/** SIGTERM, then SIGKILL after 8 s; resolves when the process (by its PID) has exited. */
+export async function stopProcess(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  proc.kill('SIGTERM');
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 8000);
+  await exited;
+  clearTimeout(timer);
 }

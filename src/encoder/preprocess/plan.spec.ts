@@ -159,6 +159,12 @@ describe('request caps', () => {
     expect(err.reqId).toBe('r');
   });
 
+  it('compares durations exactly: 600.004 s is over a 600 s cap', () => {
+    expect(() => checkPlan({ ...plan0, audioSeconds: 600.004 }, caps, 'r')).toThrow(
+      'request has 600 seconds of audio, more than the limit of 600 (EPD_MAX_AUDIO_SECONDS)',
+    );
+  });
+
   it('refuses more items than EPD_MAX_ITEMS before anything is loaded', () => {
     expect(refusal(() => checkItemCount(33, caps, 'r')).message).toBe(
       'request has 33 mm_items, more than the limit of 32 (EPD_MAX_ITEMS)',

@@ -18,32 +18,14 @@ export function checkItemCount(items: number, caps: Caps, reqId: string): void {
  * would cost must fit every per-request cap. Each refusal names its cap and variable.
  */
 export function checkPlan(plan: MediaPlan, caps: Caps, reqId: string): void {
-  if (plan.audioSeconds > caps.maxAudioSeconds) {
-    const seconds = Math.round(plan.audioSeconds * 100) / 100;
-    throw Errors.capExceeded(
-      'seconds of audio',
-      seconds,
-      caps.maxAudioSeconds,
-      'EPD_MAX_AUDIO_SECONDS',
-      reqId,
-    );
-  }
-  if (plan.decodedPixels > caps.maxDecodedPixels) {
-    throw Errors.capExceeded(
-      'decoded pixels',
-      plan.decodedPixels,
-      caps.maxDecodedPixels,
-      'EPD_MAX_DECODED_PIXELS',
-      reqId,
-    );
-  }
-  if (plan.tokens > caps.maxTokensPerRequest) {
-    throw Errors.capExceeded(
-      'tokens',
-      plan.tokens,
-      caps.maxTokensPerRequest,
-      'EPD_MAX_TOKENS_PER_REQUEST',
-      reqId,
-    );
+  const checks: [what: string, value: number, max: number, variable: string][] = [
+    ['seconds of audio', plan.audioSeconds, caps.maxAudioSeconds, 'EPD_MAX_AUDIO_SECONDS'],
+    ['decoded pixels', plan.decodedPixels, caps.maxDecodedPixels, 'EPD_MAX_DECODED_PIXELS'],
+    ['tokens', plan.tokens, caps.maxTokensPerRequest, 'EPD_MAX_TOKENS_PER_REQUEST'],
+  ];
+  for (const [what, value, max, variable] of checks) {
+    // Compared exactly; only the message rounds (seconds to 10 ms).
+    const shown = Math.round(value * 100) / 100;
+    if (value > max) throw Errors.capExceeded(what, shown, max, variable, reqId);
   }
 }
