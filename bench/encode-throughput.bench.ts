@@ -8,10 +8,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { InferenceSession, Tensor } from 'onnxruntime-node';
+import { InferenceSession } from 'onnxruntime-node';
 import sharp from 'sharp';
 import { referenceModelPaths } from '../src/encoder/backend/model-paths';
-import { PATCH_DIM } from '../src/encoder/pipeline/model-contract';
+import { modelInputs } from '../src/encoder/backend/model-inputs';
 import preprocess from '../src/encoder/preprocess/preprocess.worker';
 import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
@@ -75,10 +75,7 @@ async function bareOrt(
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
   });
-  const feeds = {
-    pixel_values: new Tensor('float32', pixels, [pixels.length / PATCH_DIM, PATCH_DIM]),
-    grid_thw: new Tensor('int64', BigInt64Array.from(grid.map(BigInt)), [1, 3]),
-  };
+  const feeds = modelInputs(session, 'vision', pixels, [grid]);
   for (let i = 0; i < 20; i++) await session.run(feeds);
   let n = 0;
   const until = Date.now() + ms;

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { InferenceSession, Tensor } from 'onnxruntime-node';
+import { InferenceSession } from 'onnxruntime-node';
 import { referenceModelPaths } from '../encoder/backend/model-paths';
-import { AUDIO_FRAME, PATCH_DIM } from '../encoder/pipeline/model-contract';
+import { modelInputs } from '../encoder/backend/model-inputs';
 import { MODALITIES, type Modality } from '../encoder/pipeline/encode-request.schema';
 import preprocess from '../encoder/preprocess/preprocess.worker';
 import { npyHeader } from '../transfer/npy';
@@ -47,17 +47,7 @@ async function main(): Promise<void> {
   const session = await InferenceSession.create(
     values.model ?? (pre.kind === 'vision' ? paths.vision : paths.audio),
   );
-  const width = pre.kind === 'vision' ? PATCH_DIM : AUDIO_FRAME;
-  const feeds: Record<string, Tensor> = {
-    [session.inputNames[0]!]: new Tensor('float32', pre.data, [pre.rows, width]),
-  };
-  if (pre.kind === 'vision' && session.inputNames[1]) {
-    feeds[session.inputNames[1]] = new Tensor(
-      'int64',
-      BigInt64Array.from(pre.grids.flat().map(BigInt)),
-      [pre.grids.length, 3],
-    );
-  }
+  const feeds = modelInputs(session, pre.kind, pre.data, pre.grids);
   const out = (await session.run(feeds))[session.outputNames[0]!]!;
   const data = out.data as Float32Array;
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);

@@ -1,15 +1,26 @@
+import { parseArgs } from 'node:util';
 import { ensureReferenceModels } from './models/generate-models';
 
-/**
- * Writes the deterministic reference models (fixed seed) unless they exist.
- * usage: generate-models [--force] [--dim N]
- */
+const USAGE = `usage: generate-models [--force] [--dim N]
+Writes the deterministic reference models (fixed seed) into models/, unless they exist.
+  --force   rewrite them even if they exist
+  --dim N   output width of the vision model (default 1024)`;
+
 function main(): void {
-  const force = process.argv.includes('--force');
-  const dimArg = process.argv.indexOf('--dim');
-  const dim = dimArg > 0 ? Number(process.argv[dimArg + 1]) : 1024;
+  const { values } = parseArgs({
+    options: {
+      force: { type: 'boolean', default: false },
+      dim: { type: 'string', default: '1024' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const dim = Number(values.dim);
   if (!Number.isInteger(dim) || dim <= 0) throw new Error('--dim must be a positive integer');
-  for (const m of ensureReferenceModels({ force, dim })) {
+  for (const m of ensureReferenceModels({ force: values.force, dim })) {
     process.stdout.write(
       m.written
         ? `wrote ${m.path} (${m.bytes} bytes, sha256 ${m.sha256.slice(0, 16)}…)\n`

@@ -4,6 +4,7 @@ import { reclaimAfter } from '../workers/reclaim';
 import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
 import { toFloat16Array } from './float16';
+import { modelInputs } from './model-inputs';
 import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
 import { AUDIO_FRAME, PATCH_DIM } from '../pipeline/model-contract';
 
@@ -51,14 +52,12 @@ function load() {
     const [vision, audio] = await Promise.all([open(data.visionPath), open(data.audioPath)]);
     const visionDim = await outputDim(
       vision,
-      visionInputs(vision, new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),
+      modelInputs(vision, 'vision', new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),
     );
-    const audioDim = await outputDim(audio, {
-      [audio.inputNames[0]!]: new Tensor('float32', new Float32Array(AUDIO_FRAME), [
-        1,
-        AUDIO_FRAME,
-      ]),
-    });
+    const audioDim = await outputDim(
+      audio,
+      modelInputs(audio, 'audio', new Float32Array(AUDIO_FRAME)),
+    );
     return {
       vision,
       audio,
@@ -66,22 +65,6 @@ function load() {
     };
   })();
   return sessions;
-}
-
-function visionInputs(
-  session: InferenceSession,
-  pixels: Float32Array,
-  grids: [number, number, number][],
-): Record<string, Tensor> {
-  const rows = pixels.length / PATCH_DIM;
-  const feeds: Record<string, Tensor> = {
-    [session.inputNames[0]!]: new Tensor('float32', pixels, [rows, PATCH_DIM]),
-  };
-  if (session.inputNames[1]) {
-    const g = new BigInt64Array(grids.flat().map((v) => BigInt(v)));
-    feeds[session.inputNames[1]] = new Tensor('int64', g, [grids.length, 3]);
-  }
-  return feeds;
 }
 
 /**
@@ -113,19 +96,12 @@ export async function forward(task: ForwardTask): Promise<ForwardResult> {
   const { vision, audio } = await load();
   const session = task.kind === 'vision' ? vision : audio;
   const input = concat(task.parts.map((p) => p.data));
-  const feeds =
-    task.kind === 'vision'
-      ? visionInputs(
-          session,
-          input,
-          task.parts.flatMap((p) => p.grids),
-        )
-      : {
-          [session.inputNames[0]!]: new Tensor('float32', input, [
-            input.length / AUDIO_FRAME,
-            AUDIO_FRAME,
-          ]),
-        };
+  const feeds = modelInputs(
+    session,
+    task.kind,
+    input,
+    task.parts.flatMap((p) => p.grids),
+  );
   const started = performance.now();
   const out = await session.run(feeds);
   const forwardMs = performance.now() - started;
