@@ -145,6 +145,21 @@ describe('admin REST, docs and metrics (e2e)', () => {
           .schema;
       expect(body.properties).toHaveProperty('req_id');
       expect(body.properties).toHaveProperty('timeout_ms');
+      // Responses are documented too: the reply and the error body, from their zod schemas.
+      type Responses = Record<
+        string,
+        { content: Record<string, { schema: { properties: object } }> }
+      >;
+      const replies = (path: string) =>
+        (doc.paths[path]!.post as unknown as { responses: Responses }).responses;
+      const schemaOf = (path: string, status: string) =>
+        replies(path)[status]!.content['application/json']!.schema.properties;
+      expect(schemaOf('/encode', '200')).toHaveProperty('embedding_len');
+      expect(schemaOf('/encode', '200')).toHaveProperty('timings');
+      expect(schemaOf('/encode', '507')).toHaveProperty('type');
+      expect(schemaOf('/scheduler_receive_meta_data', '200')).toHaveProperty('embedding_size');
+      expect(schemaOf('/scheduler_receive_meta_data', '504')).toHaveProperty('type');
+      expect(schemaOf('/send', '200')).toHaveProperty('acked');
     });
 
     it('exposes registry metrics in Prometheus format', async () => {

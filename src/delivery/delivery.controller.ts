@@ -2,9 +2,10 @@ import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
+import { z } from 'zod';
 import { Deadlines } from '../common/deadline';
 import { abortOnDisconnect } from '../common/http/abort-on-disconnect';
-import { openApiSchema } from '../common/openapi/zod-openapi';
+import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { reqIdOnlySchema, type ReqIdRequest } from '../meta-registry/meta.schema';
 import { DpType } from '../transport/subjects';
@@ -16,7 +17,12 @@ import {
 } from './delivery.schema';
 import { DeliveryService, type SendStatus } from './delivery.service';
 
-type SendReply = { req_id: string; bytes: number; acked: true };
+const sendReplySchema = z.object({
+  req_id: z.string(),
+  bytes: z.number().int().nonnegative(),
+  acked: z.literal(true),
+});
+type SendReply = z.output<typeof sendReplySchema>;
 
 /** Delivery over both transports: `send`, destination registration and `send_status`. */
 @ApiTags('delivery')
@@ -31,6 +37,7 @@ export class DeliveryController {
   @Post('send')
   @HttpCode(200)
   @ApiBody({ schema: openApiSchema(sendRequestSchema) })
+  @ApiReplies(sendReplySchema, 400, 499, 500, 504)
   sendHttp(
     @Body(new ZodPipe(sendRequestSchema, 'send request')) body: SendRequest,
     @Req() req: Request,

@@ -28,3 +28,15 @@ export const registerRequestSchema = z.looseObject({
 
 export type SendRequest = z.infer<typeof sendRequestSchema>;
 export type RegisterRequest = z.infer<typeof registerRequestSchema>;
+
+/** One destination's delivery state, in encode replies and `send_status`. */
+export const destinationViewSchema = z.object({
+  endpoint: z.string(),
+  status: z.enum(['pending', 'sending', 'acked', 'failed']),
+  source: z.enum(['registered', 'send', 'encode']),
+  deliveries: z.number().int().nonnegative(),
+  bytes: z.number().int().nonnegative().optional(),
+  error: z.string().optional(),
+});
+
+export type DestinationView = z.output<typeof destinationViewSchema>;

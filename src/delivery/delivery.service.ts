@@ -11,21 +11,14 @@ import {
   type Endpoint,
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
-import type { RegisterRequest, SendRequest } from './delivery.schema';
+import type { DestinationView, RegisterRequest, SendRequest } from './delivery.schema';
 import { ReqStateStore, type Destination, type ReqState } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
 
 /** Distinct destinations one request may have when no receive_count bounds it. */
 const MAX_DESTINATIONS = 1024;
 
-export interface DestinationView {
-  endpoint: string;
-  status: Destination['status'];
-  source: Destination['source'];
-  deliveries: number;
-  bytes?: number;
-  error?: string;
-}
+export type { DestinationView } from './delivery.schema';
 
 export interface SendStatus {
   req_id: string;

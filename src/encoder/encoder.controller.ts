@@ -2,12 +2,12 @@ import { Body, Controller, Get, HttpCode, Post } from '@nestjs/common';
 import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
 import { Deadlines } from '../common/deadline';
-import { openApiSchema } from '../common/openapi/zod-openapi';
+import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { DpType } from '../transport/subjects';
 import { EncodeRequestPipe } from './pipeline/encode-request.pipe';
 import { encodeRequestSchema, type EncodeRequest } from './pipeline/encode-request.schema';
 import { EncoderProbe, type ProbeResult } from './pipeline/encoder-probe.service';
-import type { EncodeResponse } from './pipeline/encode-response';
+import { encodeResponseSchema, type EncodeResponse } from './pipeline/encode-response';
 import { EncoderService } from './pipeline/encoder.service';
 
 /** `encode` and the functional probe, over HTTP (SGLang's routes) and NATS. */
@@ -23,6 +23,7 @@ export class EncoderController {
   @Post('encode')
   @HttpCode(200)
   @ApiBody({ schema: openApiSchema(encodeRequestSchema) })
+  @ApiReplies(encodeResponseSchema, 400, 409, 413, 500, 503, 504, 507)
   encodeHttp(@Body(EncodeRequestPipe) req: EncodeRequest): Promise<EncodeResponse> {
     return this.encoder.encode(req, this.deadlines.of(req));
   }

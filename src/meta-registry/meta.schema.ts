@@ -46,4 +46,8 @@ export function isErrorMeta(m: MetaPayload): m is z.infer<typeof errorMetaSchema
 }
 
 /** The `wait_metadata` reply: the metadata plus the ids it answers for. */
-export type WaitMetadataResponse = EmbeddingMeta & { req_id: string; part_idx: number };
+export const waitMetadataResponseSchema = embeddingMetaSchema.extend({
+  req_id: z.string(),
+  part_idx: z.number().int().nonnegative(),
+});
+export type WaitMetadataResponse = z.output<typeof waitMetadataResponseSchema>;

@@ -5,12 +5,13 @@ import type { Request, Response } from 'express';
 import type { Observable } from 'rxjs';
 import { Deadlines } from '../common/deadline';
 import { abortOnDisconnect } from '../common/http/abort-on-disconnect';
-import { openApiSchema } from '../common/openapi/zod-openapi';
+import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { DpType } from '../transport/subjects';
 import {
   publishMetadataSchema,
   reqIdOnlySchema,
+  waitMetadataResponseSchema,
   waitMetadataSchema,
   type PublishMetadataRequest,
   type ReqIdRequest,
@@ -56,6 +57,7 @@ export class MetadataController {
   @Post('scheduler_receive_meta_data')
   @HttpCode(200)
   @ApiBody({ schema: openApiSchema(waitMetadataSchema) })
+  @ApiReplies(waitMetadataResponseSchema, 400, 500, 503, 504)
   receiveMetadata(
     @Body(new ZodPipe(waitMetadataSchema, 'scheduler_receive_meta_data request'))
     body: WaitMetadataRequest,

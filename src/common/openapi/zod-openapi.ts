@@ -1,13 +1,32 @@
-import { ApiBody } from '@nestjs/swagger';
+import { applyDecorators } from '@nestjs/common';
+import { ApiBody, ApiResponse } from '@nestjs/swagger';
 import { z } from 'zod';
 
 type SchemaObject = Extract<Parameters<typeof ApiBody>[0], { schema: unknown }>['schema'];
 
-/** OpenAPI schema from the zod schema that also validates the message: one source of truth. */
-export function openApiSchema(schema: z.ZodType): SchemaObject {
-  const { $schema: _drop, ...json } = z.toJSONSchema(schema, {
-    io: 'input',
-    unrepresentable: 'any',
-  });
+/**
+ * OpenAPI schema from the zod schema that also validates the message (`input`) or shapes
+ * the reply (`output`): one source of truth.
+ */
+export function openApiSchema(schema: z.ZodType, io: 'input' | 'output' = 'input'): SchemaObject {
+  const { $schema: _drop, ...json } = z.toJSONSchema(schema, { io, unrepresentable: 'any' });
   return json as SchemaObject;
+}
+
+/** The error body of every route and subject (DESIGN.md §4). */
+export const errorBodySchema = z.object({
+  status: z.literal('error'),
+  code: z.number().int(),
+  type: z.string().describe('stable machine-readable key; see the README "Error types"'),
+  message: z.string(),
+  req_id: z.string().nullable(),
+});
+
+/** Documents a route's success reply and the error statuses it can answer. */
+export function ApiReplies(ok: z.ZodType, ...errorStatuses: number[]): MethodDecorator {
+  const error = openApiSchema(errorBodySchema, 'output');
+  return applyDecorators(
+    ApiResponse({ status: 200, schema: openApiSchema(ok, 'output') }),
+    ...errorStatuses.map((status) => ApiResponse({ status, schema: error })),
+  );
 }

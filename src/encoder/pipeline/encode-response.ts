@@ -1,27 +1,34 @@
-import type { DestinationView } from '../../delivery/delivery.service';
+import { z } from 'zod';
+import { destinationViewSchema } from '../../delivery/delivery.schema';
+
+const ms = z.number().nonnegative();
 
 /** Per-stage timings of one encode, in every reply and in `epd_encoder_stage_seconds`. */
-export interface StageTimings {
-  queue_ms: number;
-  load_ms: number;
+export const stageTimingsSchema = z.object({
+  queue_ms: ms,
+  load_ms: ms,
   /** Reading the media headers (and waiting for a worker to do it): caps and reservation. */
-  plan_ms: number;
+  plan_ms: ms,
   /** Waiting for a free preprocessing thread. */
-  preprocess_wait_ms: number;
-  preprocess_ms: number;
-  forward_ms: number;
-  stage_ms: number;
-  total_ms: number;
-  batch_size: number;
-}
+  preprocess_wait_ms: ms,
+  preprocess_ms: ms,
+  forward_ms: ms,
+  stage_ms: ms,
+  total_ms: ms,
+  batch_size: z.number().int().positive(),
+});
 
-export interface EncodeResponse {
-  req_id: string;
-  part_idx: number;
-  embedding_size: number;
-  embedding_len: number;
-  embedding_dim: number;
-  timings: StageTimings;
+/** The `encode` reply (DESIGN.md §4), documented in /docs from this schema. */
+export const encodeResponseSchema = z.object({
+  req_id: z.string(),
+  part_idx: z.number().int().nonnegative(),
+  embedding_size: z.number().int().nonnegative(),
+  embedding_len: z.number().int().nonnegative(),
+  embedding_dim: z.number().int().positive(),
+  timings: stageTimingsSchema,
   /** Present when the embedding was pushed: to `prefill_host:embedding_port`, or to registered destinations. */
-  destinations?: DestinationView[];
-}
+  destinations: z.array(destinationViewSchema).optional(),
+});
+
+export type StageTimings = z.output<typeof stageTimingsSchema>;
+export type EncodeResponse = z.output<typeof encodeResponseSchema>;
