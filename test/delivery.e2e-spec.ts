@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
-import { waitFor } from './support/calls';
+import { natsCall, waitFor } from './support/calls';
 import type { FrameHeader } from '../src/transfer/frame';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
@@ -37,12 +37,8 @@ describe('data plane and request lifecycle (e2e)', () => {
   let item: string;
   const receivers: ReferenceReceiver[] = [];
 
-  const call = async (dp: string, data: unknown): Promise<Reply> =>
-    (
-      await nc.request(`${t.config.nats.subjectPrefix}.v1.${dp}`, JSON.stringify(data), {
-        timeout: 60_000,
-      })
-    ).json<Reply>();
+  const call = (dp: string, data: unknown) =>
+    natsCall(nc, t, dp, data, { timeout: 60_000 }) as Promise<Reply>;
   const encode = (reqId: string, extra: object = {}) =>
     call('encode', {
       req_id: reqId,

@@ -1,5 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
+import { encodeBody, natsCall } from './support/calls';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { dataUri, image } from './support/media';
 
@@ -28,19 +29,9 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
   });
   afterAll(() => nc.drain());
 
-  const body = (reqId: string, item: string) => ({
-    req_id: reqId,
-    modality: 'image',
-    mm_items: [item],
-    num_parts: 1,
-    part_idx: 0,
-  });
-  async function call(t: TestApp, dp: string, data: unknown): Promise<Reply> {
-    const msg = await nc.request(`${t.config.nats.subjectPrefix}.v1.${dp}`, JSON.stringify(data), {
-      timeout: 60_000,
-    });
-    return msg.json<Reply>();
-  }
+  const body = (reqId: string, item: string) => encodeBody(reqId, [item]);
+  const call = (t: TestApp, dp: string, data: unknown) =>
+    natsCall(nc, t, dp, data, { timeout: 60_000 }) as Promise<Reply>;
   /** Resolves once `reqId`'s metadata is published, i.e. right before its forward is queued. */
   const forwardStarting = (t: TestApp, reqId: string) =>
     call(t, 'wait_metadata', { req_id: reqId });

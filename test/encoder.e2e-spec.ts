@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
+import { encodeBody, natsCall } from './support/calls';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { animatedGif, dataUri, image, sha256, tone } from './support/media';
 
@@ -18,18 +19,8 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
   let png224: Buffer;
   const profileRoot = mkdtempSync(join(tmpdir(), 'epd-prof-'));
 
-  const subject = (dp: string) => `${t.config.nats.subjectPrefix}.v1.${dp}`;
-  async function call(dp: string, data: unknown, timeout = 30_000): Promise<Reply> {
-    const msg = await nc.request(subject(dp), JSON.stringify(data), { timeout });
-    return msg.json<Reply>();
-  }
-  const encodeBody = (reqId: string, items: string[], modality = 'image') => ({
-    req_id: reqId,
-    modality,
-    mm_items: items,
-    num_parts: 1,
-    part_idx: 0,
-  });
+  const call = (dp: string, data: unknown, timeout = 30_000) =>
+    natsCall(nc, t, dp, data, { timeout }) as Promise<Reply>;
   const staged = async () =>
     (await request(t.httpUrl).get('/admin/requests')).body as {
       staging: { usedBytes: number; states: number };

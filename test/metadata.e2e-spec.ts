@@ -1,6 +1,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { ClientProxyFactory, Transport, type ClientProxy } from '@nestjs/microservices';
 import { firstValueFrom, timeout } from 'rxjs';
+import { natsCall } from './support/calls';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 
 const META = { embedding_size: 4096 * 64, embedding_len: 64, embedding_dim: 1024 };
@@ -11,15 +12,8 @@ describe('metadata over NATS (e2e)', () => {
   let subject: (dp: string) => string;
 
   /** A plain NATS request, as a Python/Go client or the `nats` CLI would send it. */
-  async function call(
-    dp: string,
-    data: unknown,
-    timeoutMs = 5000,
-  ): Promise<Record<string, unknown>> {
-    const raw = typeof data === 'string' ? data : JSON.stringify(data);
-    const msg = await nc.request(subject(dp), raw, { timeout: timeoutMs });
-    return msg.json<Record<string, unknown>>();
-  }
+  const call = async (dp: string, data: unknown, timeout = 5000) =>
+    (await natsCall(nc, t, dp, data, { timeout })) as Record<string, unknown>;
 
   beforeAll(async () => {
     t = await startTestApp();
