@@ -127,7 +127,7 @@ export class DeliveryService {
       Errors.destinationsMissing(state.reqId, state.destinations.size, expected),
     );
     const pending = [...state.destinations.values()]
-      .map((d) => d.inflight)
+      .map((d) => d.flight?.done)
       .filter((p) => p !== undefined);
     await Promise.allSettled(pending);
     const views = destinationViews(state);
@@ -186,35 +186,28 @@ export class DeliveryService {
     req?: SendRequest,
     signal?: AbortSignal,
   ): Promise<void> {
-    if (!dest.inflight || !dest.audience) {
-      const audience = { callers: 0, pinned: false, controller: new AbortController() };
-      dest.audience = audience;
-      dest.inflight = this.deliverOnce(
-        state,
-        dest,
-        deadline,
-        audience.controller.signal,
-        req,
-      ).finally(() => {
-        dest.inflight = undefined;
-        dest.audience = undefined;
+    if (!dest.flight) {
+      const controller = new AbortController();
+      const done = this.deliverOnce(state, dest, deadline, controller.signal, req).finally(() => {
+        dest.flight = undefined;
       });
+      dest.flight = { done, callers: 0, pinned: false, controller };
     }
-    const { inflight, audience } = dest;
+    const flight = dest.flight;
     if (!signal) {
-      audience.pinned = true;
-      return inflight;
+      flight.pinned = true;
+      return flight.done;
     }
     if (signal.aborted) return Promise.reject(Errors.callerGone(state.reqId));
-    audience.callers++;
+    flight.callers++;
     return new Promise<void>((resolve, reject) => {
       const leave = () => {
-        audience.callers--;
-        if (audience.callers === 0 && !audience.pinned) audience.controller.abort();
+        flight.callers--;
+        if (flight.callers === 0 && !flight.pinned) flight.controller.abort();
         reject(Errors.callerGone(state.reqId));
       };
       signal.addEventListener('abort', leave, { once: true });
-      inflight.finally(() => signal.removeEventListener('abort', leave)).then(resolve, reject);
+      flight.done.finally(() => signal.removeEventListener('abort', leave)).then(resolve, reject);
     });
   }
 

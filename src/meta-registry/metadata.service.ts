@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import { map, type Observable } from 'rxjs';
-import { AppConfig } from '../config/app-config';
 import { MetaRegistry, type WaitOptions } from './meta-registry.service';
 import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from './meta.schema';
 
@@ -10,17 +9,14 @@ import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from
  */
 @Injectable()
 export class MetadataService {
-  constructor(
-    private readonly registry: MetaRegistry,
-    private readonly config: AppConfig,
-  ) {}
+  constructor(private readonly registry: MetaRegistry) {}
 
   async publish(req: PublishMetadataRequest): Promise<null> {
     await this.registry.publish(req.req_id, req.metadata, req.part_idx);
     return null;
   }
 
-  /** `timeoutMs` is already resolved and capped by the caller's transport. */
+  /** `timeoutMs` is already resolved and capped by the caller (the Deadlines helper). */
   wait(
     reqId: string,
     partIdx: number | undefined,
@@ -37,10 +33,5 @@ export class MetadataService {
 
   async has(reqId: string): Promise<{ req_id: string; present: boolean }> {
     return { req_id: reqId, present: await this.registry.has(reqId) };
-  }
-
-  /** Caps a caller-supplied deadline at EPD_REQ_TIMEOUT_MS. */
-  get maxTimeoutMs(): number {
-    return this.config.timeouts.reqTimeoutMs;
   }
 }

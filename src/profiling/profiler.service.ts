@@ -107,7 +107,8 @@ export class ProfilerService implements OnModuleDestroy {
     if (!run) return Promise.reject(Errors.profilingNotRunning());
     this.run = undefined;
     this.closing = run;
-    return this.finish(run);
+    run.stopping = this.write(run);
+    return run.stopping;
   }
 
   /** Called after each completed encode; stops a num_steps profile when it is due. */
@@ -138,11 +139,6 @@ export class ProfilerService implements OnModuleDestroy {
     run.session = session;
     await session.post('Profiler.enable');
     await session.post('Profiler.start');
-  }
-
-  private finish(run: Run): Promise<ProfileReply> {
-    run.stopping = this.write(run);
-    return run.stopping;
   }
 
   private async write(run: Run): Promise<ProfileReply> {

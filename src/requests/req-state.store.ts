@@ -27,14 +27,13 @@ export interface Destination {
   /** Bytes of the last acked delivery. */
   bytes?: number;
   error?: string;
-  /** The delivery in flight, shared by concurrent requests for the same destination. */
-  inflight?: Promise<void>;
   /**
-   * Who still waits for `inflight`: callers that can go away (HTTP) are counted, callers
-   * that cannot (NATS, registered pushes, the encode reply) pin it. When the last counted
+   * The delivery in flight, shared by concurrent requests for the same destination, and
+   * who still waits for it: callers that can go away (HTTP) are counted, callers that
+   * cannot (NATS, registered pushes, the encode reply) pin it. When the last counted
    * caller leaves and nothing pins it, the delivery is aborted.
    */
-  audience?: { callers: number; pinned: boolean; controller: AbortController };
+  flight?: { done: Promise<void>; callers: number; pinned: boolean; controller: AbortController };
 }
 
 /** Lifecycle state of one active req_id on this worker (DESIGN.md §8). */

@@ -54,7 +54,6 @@ const plan: MediaPlan = {
   ok: true,
   tokens: TOKENS,
   decodedPixels: 56 * 56,
-  largestFramePixels: 56 * 56,
   sourceFrames: 0,
   keptFrames: 0,
   audioSeconds: 0,

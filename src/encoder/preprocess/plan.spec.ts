@@ -119,7 +119,6 @@ describe('request caps', () => {
     ok: true,
     tokens: 10,
     decodedPixels: 10,
-    largestFramePixels: 10,
     sourceFrames: 0,
     keptFrames: 0,
     audioSeconds: 0,

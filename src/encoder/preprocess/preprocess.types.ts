@@ -23,8 +23,6 @@ export interface MediaPlan {
   tokens: number;
   /** Source pixels decoded, over every image and kept video frame. */
   decodedPixels: number;
-  /** The largest single image or frame, in pixels. */
-  largestFramePixels: number;
   /** Video: frames in the source, and frames kept after sampling to EPD_MAX_VIDEO_FRAMES. */
   sourceFrames: number;
   keptFrames: number;

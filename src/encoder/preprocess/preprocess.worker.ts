@@ -159,7 +159,6 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     ok: true as const,
     tokens: 0,
     decodedPixels: 0,
-    largestFramePixels: 0,
     sourceFrames: 0,
     keptFrames: 0,
     audioSeconds: 0,
@@ -181,17 +180,13 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
       const [h, w] = resize(d, task, i);
       plan.tokens += tokensOf(1, h, w);
       plan.decodedPixels += d.width * d.height;
-      plan.largestFramePixels = Math.max(plan.largestFramePixels, d.width * d.height);
     }
   } else {
     const { h, w, frames, total } = await videoFrames(task);
     plan.tokens = tokensOf(frames.length, h, w);
     plan.sourceFrames = total;
     plan.keptFrames = frames.length;
-    for (const f of frames) {
-      plan.decodedPixels += f.pixels;
-      plan.largestFramePixels = Math.max(plan.largestFramePixels, f.pixels);
-    }
+    plan.decodedPixels = frames.reduce((n, f) => n + f.pixels, 0);
   }
   return plan;
 }
