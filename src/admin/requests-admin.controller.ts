@@ -13,9 +13,14 @@ import {
   type DestinationView,
   type SendStatus,
 } from '../delivery/delivery.service';
-import { EncoderService } from '../encoder/pipeline/encoder.service';
+import { EncodeAdmission } from '../encoder/pipeline/encode-admission.service';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
-import { ReqStateStore, type ReleaseOutcome, type StagingStats } from '../requests/req-state.store';
+import {
+  ReqStateStore,
+  type ReleaseOutcome,
+  type ReqPhase,
+  type StagingStats,
+} from '../requests/req-state.store';
 import { reqIdSchema } from '../meta-registry/meta.schema';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 
@@ -23,7 +28,7 @@ interface RequestView {
   req_id: string;
   modality: string;
   part_idx: number;
-  state: 'encoding' | 'staged' | 'release-pending';
+  state: ReqPhase;
   bytes: number;
   embedding_len: number | null;
   embedding_dim: number | null;
@@ -52,7 +57,7 @@ interface WorkerView {
 export class RequestsAdminController {
   constructor(
     private readonly states: ReqStateStore,
-    private readonly encoder: EncoderService,
+    private readonly admission: EncodeAdmission,
     private readonly scheduler: EncodeScheduler,
     private readonly clock: Clock,
     private readonly delivery: DeliveryService,
@@ -66,12 +71,12 @@ export class RequestsAdminController {
     const now = this.clock.now();
     return {
       staging: this.states.stats(),
-      pending: this.encoder.pendingRequests,
+      pending: this.admission.pendingRequests,
       requests: this.states.list().map((s) => ({
         req_id: s.reqId,
         modality: s.modality,
         part_idx: s.partIdx,
-        state: s.releaseRequested ? 'release-pending' : s.embedding ? 'staged' : 'encoding',
+        state: s.phase,
         bytes: s.heldBytes,
         embedding_len: s.embedding?.tokens ?? null,
         embedding_dim: s.embedding?.dim ?? null,
@@ -113,7 +118,7 @@ export class RequestsAdminController {
           dp_rank: this.config.encoder.dpRank,
           pid: process.pid,
           alive: true,
-          pending: this.encoder.pendingRequests,
+          pending: this.admission.pendingRequests,
           staged_bytes: this.states.stats().usedBytes,
           restarts: 0,
           last_exit_code: null,

@@ -129,10 +129,10 @@ describe('delivery lifecycle property', () => {
                   new Uint8Array(data.buffer)[0] = gen.get(s)!;
                   states.stage(s, { data, tokens: 1, dim: 4, dtype: 'float32', bytes });
                 } catch {
-                  states.drop(s);
+                  states.discard(s);
                 }
               } else {
-                states.drop(s);
+                states.discard(s);
               }
               states.finishEncode(s);
               break;
@@ -197,7 +197,7 @@ describe('delivery lifecycle property', () => {
 
         // Finish whatever is still encoding, then let every deadline and TTL pass.
         for (const s of encoding.values()) {
-          states.drop(s);
+          states.discard(s);
           states.finishEncode(s);
         }
         await jest.advanceTimersByTimeAsync(TTL + 500);

@@ -12,17 +12,32 @@ import {
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
 import type { DestinationView, RegisterRequest, SendRequest } from './delivery.schema';
-import { ReqStateStore, type Destination, type ReqState } from '../requests/req-state.store';
+import {
+  ReqStateStore,
+  type Destination,
+  type ReqPhase,
+  type ReqState,
+} from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
 
-/** Distinct destinations one request may have when no receive_count bounds it. */
-const MAX_DESTINATIONS = 1024;
+/**
+ * The delivery in flight to one destination, shared by concurrent requests for it, and who
+ * still waits for it: callers that can go away (HTTP) are counted, callers that cannot
+ * (NATS, registered pushes, the encode reply) pin it. When the last counted caller leaves
+ * and nothing pins it, the delivery is aborted.
+ */
+interface Flight {
+  done: Promise<void>;
+  callers: number;
+  pinned: boolean;
+  controller: AbortController;
+}
 
 export type { DestinationView } from './delivery.schema';
 
 export interface SendStatus {
   req_id: string;
-  state: 'encoding' | 'staged' | 'release-pending';
+  state: ReqPhase;
   receive_count: number | null;
   acked: number;
   destinations: DestinationView[];
@@ -56,6 +71,7 @@ export function destinationViews(state: ReqState): DestinationView[] {
 @Injectable()
 export class DeliveryService {
   private readonly logger = new Logger('Delivery');
+  private readonly flights = new WeakMap<Destination, Flight>();
 
   constructor(
     private readonly config: AppConfig,
@@ -74,9 +90,9 @@ export class DeliveryService {
     const state = this.states.get(req.req_id);
     if (!state) throw Errors.noStagedEmbedding(req.req_id);
     if (state.releaseRequested) throw Errors.releasedDuringEncode(req.req_id);
-    if (req.receive_count !== undefined) this.fixReceiveCount(state, req.receive_count);
+    if (req.receive_count !== undefined) state.expectReceivers(req.receive_count);
     const port = Array.isArray(req.embedding_port) ? req.embedding_port[0]! : req.embedding_port;
-    const dest = this.destination(state, { host: req.prefill_host, port }, 'send');
+    const dest = state.addDestination({ host: req.prefill_host, port }, 'send');
     await this.deliver(state, dest, deadline, req, signal);
     return { req_id: req.req_id, bytes: dest.bytes ?? 0, acked: true };
   }
@@ -91,10 +107,10 @@ export class DeliveryService {
       if (!state) throw Errors.startTimeout(req.req_id);
     }
     if (state.releaseRequested) throw Errors.notActive(req.req_id);
-    this.fixReceiveCount(state, req.receive_count);
+    state.expectReceivers(req.receive_count);
     const key = endpointKey(endpoint);
     if (state.destinations.has(key)) return null; // URLs accumulate as a set
-    const dest = this.destination(state, endpoint, 'registered');
+    const dest = state.addDestination(endpoint, 'registered');
     // Pushed as soon as the embedding is ready; bounded by the staging TTL, not the caller.
     const pushDeadline = state.createdAt + this.config.timeouts.sendTimeoutMs;
     this.deliver(state, dest, pushDeadline).catch((err: unknown) =>
@@ -118,8 +134,8 @@ export class DeliveryService {
     deadline: number,
   ): Promise<DestinationView[] | undefined> {
     if (target) {
-      if (state.receiveCount === undefined) state.receiveCount = 1;
-      await this.deliver(state, this.destination(state, target, 'encode'), deadline);
+      if (state.receiveCount === undefined) state.expectReceivers(1);
+      await this.deliver(state, state.addDestination(target, 'encode'), deadline);
     }
     const expected = state.receiveCount;
     if (expected === undefined) return target ? destinationViews(state) : undefined;
@@ -127,7 +143,7 @@ export class DeliveryService {
       Errors.destinationsMissing(state.reqId, state.destinations.size, expected),
     );
     const pending = [...state.destinations.values()]
-      .map((d) => d.flight?.done)
+      .map((d) => this.flights.get(d)?.done)
       .filter((p) => p !== undefined);
     await Promise.allSettled(pending);
     const views = destinationViews(state);
@@ -146,32 +162,11 @@ export class DeliveryService {
     if (!state) throw Errors.unknownReqId(reqId);
     return {
       req_id: reqId,
-      state: state.releaseRequested ? 'release-pending' : state.embedding ? 'staged' : 'encoding',
+      state: state.phase,
       receive_count: state.receiveCount ?? null,
       acked: state.ackedCount,
       destinations: destinationViews(state),
     };
-  }
-
-  private fixReceiveCount(state: ReqState, count: number): void {
-    if (state.receiveCount === undefined) state.receiveCount = count;
-    else if (state.receiveCount !== count)
-      throw Errors.inconsistentReceiveCount(state.reqId, state.receiveCount, count);
-  }
-
-  private destination(
-    state: ReqState,
-    endpoint: Endpoint,
-    source: Destination['source'],
-  ): Destination {
-    const key = endpointKey(endpoint);
-    const existing = state.destinations.get(key);
-    if (existing) return existing;
-    const max = state.receiveCount ?? MAX_DESTINATIONS;
-    if (state.destinations.size >= max) throw Errors.tooManyDestinations(state.reqId, max);
-    const dest: Destination = { endpoint, key, status: 'pending', source, deliveries: 0 };
-    state.addDestination(dest);
-    return dest;
   }
 
   /**
@@ -186,14 +181,7 @@ export class DeliveryService {
     req?: SendRequest,
     signal?: AbortSignal,
   ): Promise<void> {
-    if (!dest.flight) {
-      const controller = new AbortController();
-      const done = this.deliverOnce(state, dest, deadline, controller.signal, req).finally(() => {
-        dest.flight = undefined;
-      });
-      dest.flight = { done, callers: 0, pinned: false, controller };
-    }
-    const flight = dest.flight;
+    const flight = this.flights.get(dest) ?? this.takeOff(state, dest, deadline, req);
     if (!signal) {
       flight.pinned = true;
       return flight.done;
@@ -211,6 +199,16 @@ export class DeliveryService {
     });
   }
 
+  private takeOff(state: ReqState, dest: Destination, deadline: number, req?: SendRequest): Flight {
+    const controller = new AbortController();
+    const done = this.deliverOnce(state, dest, deadline, controller.signal, req).finally(() =>
+      this.flights.delete(dest),
+    );
+    const flight = { done, callers: 0, pinned: false, controller };
+    this.flights.set(dest, flight);
+    return flight;
+  }
+
   private async deliverOnce(
     state: ReqState,
     dest: Destination,
@@ -218,8 +216,8 @@ export class DeliveryService {
     signal: AbortSignal,
     req?: SendRequest,
   ): Promise<void> {
-    state.activeSends++;
-    dest.status = 'sending';
+    state.startSend(dest);
+    let bytes: number;
     try {
       await this.ready(state, deadline, signal);
       const emb = state.embedding;
@@ -240,20 +238,13 @@ export class DeliveryService {
       } catch (err) {
         throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
       }
-      dest.deliveries++;
-      dest.bytes = emb.bytes;
-      dest.status = 'acked';
-      dest.error = undefined;
+      bytes = emb.bytes;
     } catch (err) {
-      dest.status = 'failed';
-      dest.error = (err as Error).message;
+      this.states.fail(state, dest, (err as Error).message);
       throw err;
-    } finally {
-      this.states.finishSend(state);
     }
-    if (state.receiveCount !== undefined && state.ackedCount >= state.receiveCount) {
-      await this.lifecycle.release(state.reqId);
-    }
+    this.states.ack(state, dest, bytes);
+    if (state.complete) await this.lifecycle.release(state.reqId);
   }
 
   private async ready(state: ReqState, deadline: number, signal: AbortSignal): Promise<void> {

@@ -7,6 +7,8 @@ import { EncoderBackend } from './backend/encoder-backend';
 import { OnnxWorkerBackend } from './backend/onnx-worker.backend';
 import { EncoderController } from './encoder.controller';
 import { MediaLoader } from './media/media-loader.service';
+import { EncodeAdmission } from './pipeline/encode-admission.service';
+import { EncodeStages } from './pipeline/encode-stages.service';
 import { EncoderMetrics } from './pipeline/encoder.metrics';
 import { EncoderProbe } from './pipeline/encoder-probe.service';
 import { EncoderService } from './pipeline/encoder.service';
@@ -24,8 +26,10 @@ import { EncodeScheduler } from './scheduler/encode-scheduler.service';
     EncodeScheduler,
     EncoderMetrics,
     EncoderProbe,
+    EncodeAdmission,
+    EncodeStages,
     EncoderService,
   ],
-  exports: [EncoderService, EncoderProbe, EncodeScheduler],
+  exports: [EncodeAdmission, EncoderProbe, EncodeScheduler],
 })
 export class EncoderModule {}

@@ -2,107 +2,11 @@ import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@ne
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
-import type { StagingDtype } from '../encoder/backend/forward.types';
 import type { Modality } from '../encoder/pipeline/encode-request.schema';
-import type { Endpoint } from '../transfer/embedding-transport';
+import { ReqState, type Destination, type StagedEmbedding } from './req-state';
 
-export interface StagedEmbedding {
-  data: Float32Array | Uint16Array;
-  tokens: number;
-  dim: number;
-  dtype: StagingDtype;
-  bytes: number;
-}
-
-export type DestinationStatus = 'pending' | 'sending' | 'acked' | 'failed';
-
-/** One receiver of this request's embedding, keyed by `host:port`. */
-export interface Destination {
-  endpoint: Endpoint;
-  key: string;
-  status: DestinationStatus;
-  /** How it became a destination: registered (pushed to) or asked with `send`. */
-  source: 'registered' | 'send' | 'encode';
-  deliveries: number;
-  /** Bytes of the last acked delivery. */
-  bytes?: number;
-  error?: string;
-  /**
-   * The delivery in flight, shared by concurrent requests for the same destination, and
-   * who still waits for it: callers that can go away (HTTP) are counted, callers that
-   * cannot (NATS, registered pushes, the encode reply) pin it. When the last counted
-   * caller leaves and nothing pins it, the delivery is aborted.
-   */
-  flight?: { done: Promise<void>; callers: number; pinned: boolean; controller: AbortController };
-}
-
-/** Lifecycle state of one active req_id on this worker (DESIGN.md §8). */
-export class ReqState {
-  activeEncodes = 0;
-  activeSends = 0;
-  releaseRequested = false;
-  /** Fixed by the first registration (or send) that names it. */
-  receiveCount?: number;
-  readonly destinations = new Map<string, Destination>();
-  /** Settles when the embedding is staged (resolves) or the state is dropped first (rejects). */
-  readonly ready: Promise<void>;
-  private settleReady!: { resolve(): void; reject(e: Error): void };
-  private readySettled = false;
-  private readonly destinationListeners = new Set<() => void>();
-  /** Bytes held against EPD_STAGING_MAX_BYTES: reserved before the forward, then staged. */
-  heldBytes = 0;
-  embedding?: StagedEmbedding;
-  lastUsedAt: number;
-
-  constructor(
-    readonly reqId: string,
-    readonly modality: Modality,
-    readonly partIdx: number,
-    readonly numParts: number,
-    readonly createdAt: number,
-  ) {
-    this.lastUsedAt = createdAt;
-    this.ready = new Promise<void>((resolve, reject) => (this.settleReady = { resolve, reject }));
-    this.ready.catch(() => undefined); // nobody may be waiting
-  }
-
-  markReady(): void {
-    if (this.readySettled) return;
-    this.readySettled = true;
-    this.settleReady.resolve();
-  }
-
-  markGone(reason: Error): void {
-    if (this.readySettled) return;
-    this.readySettled = true;
-    this.settleReady.reject(reason);
-  }
-
-  /** Registers `dest` and wakes whoever waits for destinations to register. */
-  addDestination(dest: Destination): void {
-    this.destinations.set(dest.key, dest);
-    for (const l of [...this.destinationListeners]) l();
-  }
-
-  /** Resolves when another destination registers (or at once if `count` already have). */
-  whenDestinations(count: number): Promise<void> {
-    if (this.destinations.size >= count) return Promise.resolve();
-    return new Promise((resolve) => {
-      const check = () => {
-        if (this.destinations.size < count) return;
-        this.destinationListeners.delete(check);
-        resolve();
-      };
-      this.destinationListeners.add(check);
-    });
-  }
-
-  get ackedCount(): number {
-    let n = 0;
-    for (const d of this.destinations.values()) if (d.status === 'acked') n++;
-    return n;
-  }
-}
+export { ReqState } from './req-state';
+export type { Destination, ReqPhase, StagedEmbedding } from './req-state';
 
 /** Tombstones are tiny, but a flood of releases for unknown ids must not grow memory without bound. */
 const MAX_TOMBSTONES = 100_000;
@@ -182,7 +86,6 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
     if (this.states.has(reqId)) throw Errors.duplicateActive(reqId);
     if (this.tombstones.delete(reqId)) throw Errors.releasedBeforeEncode(reqId);
     const state = new ReqState(reqId, modality, partIdx, numParts, this.clock.now());
-    state.activeEncodes = 1;
     this.states.set(reqId, state);
     this.recentlyReleased.delete(reqId);
     const waiters = this.startWaiters.get(reqId);
@@ -230,45 +133,41 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
     return this.states.get(reqId);
   }
 
-  /** Holds `bytes` of the staging budget for this state, or fails with 507. */
+  /** reserve: holds `bytes` of the staging budget for this state, or fails with 507. */
   reserve(state: ReqState, bytes: number): void {
     const max = this.config.encoder.stagingMaxBytes;
     if (this.usedBytes + bytes > max) {
       throw Errors.stagingFull(bytes, Math.max(0, max - this.usedBytes), max, state.reqId);
     }
+    state.reserve(bytes);
     this.usedBytes += bytes;
-    state.heldBytes += bytes;
   }
 
+  /** stage: the embedding is ready; its real size replaces the reservation in the budget. */
   stage(state: ReqState, embedding: StagedEmbedding): void {
-    // The forward's real size replaces the reservation (they match unless the model lied,
-    // which the token check already refused).
-    this.usedBytes += embedding.bytes - state.heldBytes;
-    state.heldBytes = embedding.bytes;
-    state.embedding = embedding;
-    state.lastUsedAt = this.clock.now();
-    state.markReady();
+    this.usedBytes += state.stage(embedding, this.clock.now());
   }
 
-  /** Ends a send; applies a release that was requested while it ran. */
-  finishSend(state: ReqState): void {
-    state.activeSends = Math.max(0, state.activeSends - 1);
-    state.lastUsedAt = this.clock.now();
-    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0)
-      this.drop(state);
-  }
-
-  /** Ends the encode; applies a release that was requested while it ran. */
+  /** The encode ends; applies a release that was requested while it ran. */
   finishEncode(state: ReqState): void {
-    state.activeEncodes = Math.max(0, state.activeEncodes - 1);
-    if (state.releaseRequested && state.activeEncodes === 0 && state.activeSends === 0)
-      this.drop(state);
+    if (state.endEncode()) this.end(state);
+  }
+
+  /** ack: `dest` confirmed the delivery; applies a release that was requested while it ran. */
+  ack(state: ReqState, dest: Destination, bytes: number): void {
+    if (state.ack(dest, bytes, this.clock.now())) this.end(state);
+  }
+
+  /** The delivery to `dest` failed; applies a release that was requested while it ran. */
+  fail(state: ReqState, dest: Destination, error: string): void {
+    if (state.fail(dest, error, this.clock.now())) this.end(state);
   }
 
   /**
-   * The one release path, idempotent. While an encode or a send is active the release is
-   * deferred (the scheduler skips the work if it has not run yet); for an unknown req_id a
-   * tombstone makes a later encode of it fail fast instead of staging what nobody wants.
+   * release: the one release path, idempotent. While an encode or a send is active the
+   * release is deferred (the scheduler skips the work if it has not run yet); for an
+   * unknown req_id a tombstone makes a later encode of it fail fast instead of staging
+   * what nobody wants.
    */
   release(reqId: string): ReleaseOutcome {
     const state = this.states.get(reqId);
@@ -282,29 +181,14 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
       );
       return 'tombstoned';
     }
-    if (state.activeEncodes > 0 || state.activeSends > 0) {
-      state.releaseRequested = true;
-      return 'deferred';
-    }
-    this.drop(state);
+    if (state.requestRelease() === 'deferred') return 'deferred';
+    this.end(state);
     return 'released';
   }
 
-  /** Frees a state at once (failed encodes, TTL). */
-  drop(state: ReqState): void {
-    if (this.states.get(state.reqId) !== state) return;
-    this.states.delete(state.reqId);
-    this.usedBytes -= state.heldBytes;
-    state.heldBytes = 0;
-    state.embedding = undefined;
-    state.releaseRequested = true;
-    state.markGone(new Error(`Encoder request was released: ${state.reqId}`));
-    boundedSet(
-      this.recentlyReleased,
-      state.reqId,
-      this.clock.now() + this.config.timeouts.sendTimeoutMs,
-      MAX_RECENTLY_RELEASED,
-    );
+  /** A failed encode: frees the state at once, whatever runs for it. */
+  discard(state: ReqState): void {
+    this.end(state);
   }
 
   /** Releases states idle for longer than EPD_SEND_TIMEOUT_MS and drops expired tombstones. */
@@ -313,8 +197,8 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
     const ttl = this.config.timeouts.sendTimeoutMs;
     const expired: string[] = [];
     for (const state of this.states.values()) {
-      if (state.activeEncodes === 0 && state.activeSends === 0 && now - state.lastUsedAt > ttl) {
-        this.drop(state);
+      if (state.idleFor(now, ttl)) {
+        this.end(state); // expire
         expired.push(state.reqId);
       }
     }
@@ -325,6 +209,19 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
 
   list(): ReqState[] {
     return [...this.states.values()];
+  }
+
+  /** Applies release or expiry: the state leaves the store and its bytes return to the budget. */
+  private end(state: ReqState): void {
+    if (this.states.get(state.reqId) !== state) return;
+    this.states.delete(state.reqId);
+    this.usedBytes -= state.end();
+    boundedSet(
+      this.recentlyReleased,
+      state.reqId,
+      this.clock.now() + this.config.timeouts.sendTimeoutMs,
+      MAX_RECENTLY_RELEASED,
+    );
   }
 
   stats(): StagingStats {

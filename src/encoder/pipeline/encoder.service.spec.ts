@@ -12,6 +12,8 @@ import type { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import { parseEncodeRequest } from './encode-request.schema';
 import { PATCH_DIM } from './model-contract';
+import { EncodeAdmission } from './encode-admission.service';
+import { EncodeStages } from './encode-stages.service';
 import { EncoderMetrics } from './encoder.metrics';
 import { EncoderService } from './encoder.service';
 
@@ -93,19 +95,13 @@ describe('EncoderService', () => {
     plan: () => Promise.resolve(plan),
     run: () => Promise.resolve(preprocessed()),
   } as unknown as Preprocessor;
-  const service = new EncoderService(
-    config,
-    clock,
-    loader,
-    preprocessor,
-    backend,
-    scheduler,
-    states,
-    registry,
-    metrics,
-    { step: () => undefined } as unknown as ProfilerService,
-    { afterStage } as unknown as DeliveryService,
-  );
+  const admission = new EncodeAdmission(config, metrics, {
+    step: () => undefined,
+  } as unknown as ProfilerService);
+  const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
+  const service = new EncoderService(clock, admission, stages, states, registry, {
+    afterStage,
+  } as unknown as DeliveryService);
   const request = (reqId: string) =>
     parseEncodeRequest({
       req_id: reqId,

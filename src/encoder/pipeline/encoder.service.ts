@@ -1,22 +1,14 @@
-import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../../common/clock';
 import { Errors } from '../../common/errors/error-catalogue';
 import { MMError } from '../../common/errors/mm-error';
-import { AppConfig } from '../../config/app-config';
-import { MetaRegistry } from '../../meta-registry/meta-registry.service';
-import { DTYPE_BYTES } from '../../transfer/frame';
-import { EncoderBackend } from '../backend/encoder-backend';
-import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
-import type { EncodeRequest } from './encode-request.schema';
-import { EncoderMetrics } from './encoder.metrics';
-import { MediaLoader } from '../media/media-loader.service';
-import type { EncodeResponse, StageTimings } from './encode-response';
-import { forwardPart, type PreprocessFailed } from '../preprocess/preprocess.types';
-import { checkItemCount, checkPlan } from '../preprocess/request-caps';
-import { Preprocessor } from '../preprocess/preprocessor.service';
 import { DeliveryService } from '../../delivery/delivery.service';
-import { ProfilerService } from '../../profiling/profiler.service';
+import { MetaRegistry } from '../../meta-registry/meta-registry.service';
 import { ReqStateStore, type ReqState } from '../../requests/req-state.store';
+import { EncodeAdmission, type EncodeOutcome } from './encode-admission.service';
+import type { EncodeRequest } from './encode-request.schema';
+import type { EncodeResponse, StageTimings } from './encode-response';
+import { EncodeStages } from './encode-stages.service';
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
@@ -31,87 +23,56 @@ class DeliveryFailedAfterStage extends Error {
 }
 
 /**
- * The encode pipeline: admit → load → preprocess (worker threads) → publish metadata →
- * batched forward (inference worker) → stage → publish again → reply. Every failure after
- * admission publishes `{error}` so waiters fail fast with the real reason, and frees the
- * request's state and staging bytes.
+ * The encode pipeline: admit → load → plan → preprocess (worker threads) → publish
+ * metadata → batched forward (inference worker) → stage → publish again → deliver →
+ * reply. Every failure after admission publishes `{error}` so waiters fail fast with the
+ * real reason, and frees the request's state and staging bytes.
  */
 @Injectable()
-export class EncoderService implements OnModuleInit, OnModuleDestroy {
+export class EncoderService {
   private readonly logger = new Logger(EncoderService.name);
-  private pending = 0;
-  private closing = false;
-  private readonly bytesPerValue: number;
 
   constructor(
-    private readonly config: AppConfig,
     private readonly clock: Clock,
-    private readonly loader: MediaLoader,
-    private readonly preprocessor: Preprocessor,
-    private readonly backend: EncoderBackend,
-    private readonly scheduler: EncodeScheduler,
+    private readonly admission: EncodeAdmission,
+    private readonly stages: EncodeStages,
     private readonly states: ReqStateStore,
     private readonly registry: MetaRegistry,
-    private readonly metrics: EncoderMetrics,
-    private readonly profiler: ProfilerService,
     private readonly delivery: DeliveryService,
-  ) {
-    this.bytesPerValue = DTYPE_BYTES[config.encoder.stagingDtype];
-  }
-
-  onModuleInit(): void {
-    // Load the models now, so the first request does not pay for it; readiness reports it.
-    this.backend.info().catch((err: unknown) => {
-      if (!this.closing) this.logger.error({ err }, 'model load failed');
-    });
-  }
-
-  onModuleDestroy(): void {
-    this.closing = true;
-  }
-
-  get pendingRequests(): number {
-    return this.pending;
-  }
+  ) {}
 
   async encode(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
     const started = this.clock.elapsed();
-    const max = this.config.encoder.maxPending;
-    if (this.pending >= max) {
-      this.metrics.request(req.modality, 'rejected');
-      throw Errors.atCapacity(this.pending, max, req.req_id);
-    }
-    this.pending++;
-    this.metrics.received(req.modality);
+    this.admission.admit(req.modality, req.req_id);
     // Released before it began: waiters learn it at once instead of at their deadline.
     const tombstoned = this.states.isTombstoned(req.req_id);
     let state: ReqState;
     try {
       state = this.states.begin(req.req_id, req.modality, req.part_idx, req.num_parts);
     } catch (err) {
-      this.pending--;
-      this.metrics.request(req.modality, 'rejected');
+      this.admission.settle(req.modality, 'rejected');
       if (tombstoned && err instanceof MMError) await this.publishError(req, err.message);
       throw err;
     }
+    let outcome: EncodeOutcome = 'error';
+    let timings: StageTimings | undefined;
     try {
       const response = await this.pipeline(req, state, deadline, started);
-      this.metrics.request(req.modality, 'success');
-      this.profiler.step();
+      outcome = 'success';
+      timings = response.timings;
       return response;
     } catch (caught) {
-      this.metrics.request(req.modality, 'error');
       if (caught instanceof DeliveryFailedAfterStage) throw caught.error;
       const err = caught;
       const message = err instanceof MMError ? err.message : 'internal error';
       await this.publishError(req, message);
-      this.states.drop(state);
+      this.states.discard(state);
       if (!(err instanceof MMError))
         this.logger.error({ req_id: req.req_id, err }, 'encode failed');
       throw err;
     } finally {
       this.states.finishEncode(state);
-      this.pending--;
+      this.admission.settle(req.modality, outcome, timings);
     }
   }
 
@@ -122,62 +83,49 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
     started: number,
   ): Promise<EncodeResponse> {
     const { req_id: reqId } = req;
-    const caps = this.config.encoder;
-    checkItemCount(req.mm_items.length, caps, reqId);
     const loadStart = this.clock.elapsed();
-    const bytes = await Promise.all(
-      req.mm_items.map((item) => this.loader.load(item, reqId, deadline)),
-    );
+    const items = await this.stages.load(req, deadline);
     const loadMs = this.clock.elapsed() - loadStart;
     this.checkReleased(state);
 
-    // Headers first: the caps and the staging reservation are checked before a pixel or a
-    // sample is decoded, so a few KB of request cannot allocate GBs on its way to a 507.
+    // Headers first: the caps and the staging reservation come before any decoding.
     const planStart = this.clock.elapsed();
-    const plan = this.preprocessOk(req, await this.preprocessor.plan(req.modality, bytes));
+    const size = await this.stages.plan(req, items);
     const planMs = this.clock.elapsed() - planStart;
-    checkPlan(plan, caps, reqId);
-    const info = await this.backend.info();
-    const dim = req.modality === 'audio' ? info.audioDim : info.visionDim;
-    const size = plan.tokens * dim * this.bytesPerValue;
-    this.states.reserve(state, size);
+    this.states.reserve(state, size.bytes);
     this.checkReleased(state);
 
     const preStart = this.clock.elapsed();
-    const pre = this.preprocessOk(req, await this.preprocessor.run(req.modality, bytes));
+    const pre = await this.stages.preprocess(req, items, size);
     const preWall = this.clock.elapsed() - preStart;
-    if (pre.tokens !== plan.tokens) throw Errors.planMismatch(pre.tokens, plan.tokens, reqId);
     this.checkReleased(state);
 
-    const meta = { embedding_size: size, embedding_len: pre.tokens, embedding_dim: dim };
+    const meta = {
+      embedding_size: size.bytes,
+      embedding_len: size.tokens,
+      embedding_dim: size.dim,
+    };
     await this.registry.publish(reqId, meta, req.part_idx);
 
-    const result = await this.scheduler.submit({
-      reqId,
-      kind: pre.kind,
-      fusable: req.modality !== 'video',
-      part: forwardPart(pre),
+    const result = await this.stages.forward(
+      req,
+      pre,
+      size,
       deadline,
-      cancelled: () => state.releaseRequested,
-    });
+      () => state.releaseRequested,
+    );
     this.checkReleased(state);
 
     const stageStart = this.clock.elapsed();
-    if (result.dim !== dim || result.output.tokens !== pre.tokens) {
-      throw Errors.tokenMismatch(result.output.tokens, pre.tokens, reqId);
-    }
+    const bytes = result.output.data.byteLength;
     this.states.stage(state, {
       data: result.output.data,
-      tokens: pre.tokens,
-      dim,
-      dtype: this.config.encoder.stagingDtype,
-      bytes: result.output.data.byteLength,
+      tokens: size.tokens,
+      dim: size.dim,
+      dtype: this.stages.stagingDtype,
+      bytes,
     });
-    await this.registry.publish(
-      reqId,
-      { ...meta, embedding_size: result.output.data.byteLength },
-      req.part_idx,
-    );
+    await this.registry.publish(reqId, { ...meta, embedding_size: bytes }, req.part_idx);
     const stageMs = this.clock.elapsed() - stageStart;
 
     const port = Array.isArray(req.embedding_port) ? req.embedding_port[0] : req.embedding_port;
@@ -199,31 +147,18 @@ export class EncoderService implements OnModuleInit, OnModuleDestroy {
       total_ms: round(this.clock.elapsed() - started),
       batch_size: result.batchSize,
     };
-    this.metrics.timings(req.modality, timings);
     return {
       req_id: reqId,
       part_idx: req.part_idx,
-      embedding_size: result.output.data.byteLength,
-      embedding_len: pre.tokens,
-      embedding_dim: dim,
+      embedding_size: bytes,
+      embedding_len: size.tokens,
+      embedding_dim: size.dim,
       timings,
       ...(destinations ? { destinations } : {}),
     };
   }
 
-  /** A failed plan or preprocess as the 400 SGLang gives: load (undecodable) or process. */
-  private preprocessOk<T extends { ok: true }>(
-    req: EncodeRequest,
-    result: T | PreprocessFailed,
-  ): T {
-    if (result.ok) return result;
-    const item = req.mm_items[result.itemIndex]?.url ?? '';
-    throw result.stage === 'load'
-      ? Errors.loadFailed(item, result.message, req.req_id)
-      : Errors.processFailed(result.message, req.req_id);
-  }
-
-  private checkReleased(state: { releaseRequested: boolean; reqId: string }): void {
+  private checkReleased(state: ReqState): void {
     if (state.releaseRequested) throw Errors.releasedDuringEncode(state.reqId);
   }
 

@@ -1,0 +1,49 @@
+import { Injectable } from '@nestjs/common';
+import { Errors } from '../../common/errors/error-catalogue';
+import { AppConfig } from '../../config/app-config';
+import { ProfilerService } from '../../profiling/profiler.service';
+import type { Modality } from './encode-request.schema';
+import type { StageTimings } from './encode-response';
+import { EncoderMetrics } from './encoder.metrics';
+
+export type EncodeOutcome = 'success' | 'error' | 'rejected';
+
+/**
+ * What the encode pipeline reports about itself: admission against EPD_MAX_PENDING
+ * (503 `at_capacity` beyond it), the outcome and stage-timing metrics, and the profiler's
+ * step count. One port, so the pipeline does not depend on each of them.
+ */
+@Injectable()
+export class EncodeAdmission {
+  private pending = 0;
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly metrics: EncoderMetrics,
+    private readonly profiler: ProfilerService,
+  ) {}
+
+  /** Requests admitted and not yet answered. */
+  get pendingRequests(): number {
+    return this.pending;
+  }
+
+  /** Admits one request, or fails with 503 when EPD_MAX_PENDING are already in flight. */
+  admit(modality: Modality, reqId: string): void {
+    const max = this.config.encoder.maxPending;
+    if (this.pending >= max) {
+      this.metrics.request(modality, 'rejected');
+      throw Errors.atCapacity(this.pending, max, reqId);
+    }
+    this.pending++;
+    this.metrics.received(modality);
+  }
+
+  /** An admitted request was answered: `rejected` when it never began (a 409 at begin). */
+  settle(modality: Modality, outcome: EncodeOutcome, timings?: StageTimings): void {
+    this.pending--;
+    this.metrics.request(modality, outcome);
+    if (timings) this.metrics.timings(modality, timings);
+    if (outcome === 'success') this.profiler.step();
+  }
+}

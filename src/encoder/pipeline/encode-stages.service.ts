@@ -1,0 +1,116 @@
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Errors } from '../../common/errors/error-catalogue';
+import { AppConfig } from '../../config/app-config';
+import { DTYPE_BYTES } from '../../transfer/frame';
+import { EncoderBackend } from '../backend/encoder-backend';
+import type { StagingDtype } from '../backend/forward.types';
+import { MediaLoader } from '../media/media-loader.service';
+import {
+  forwardPart,
+  type PreprocessFailed,
+  type PreprocessOk,
+} from '../preprocess/preprocess.types';
+import { checkItemCount, checkPlan } from '../preprocess/request-caps';
+import { Preprocessor } from '../preprocess/preprocessor.service';
+import { EncodeScheduler, type ScheduledResult } from '../scheduler/encode-scheduler.service';
+import type { EncodeRequest } from './encode-request.schema';
+
+/** What a request will cost, known from the headers before anything is decoded. */
+export interface EncodeSize {
+  tokens: number;
+  dim: number;
+  /** tokens × dim × the staging dtype's width: what the receiver allocates. */
+  bytes: number;
+}
+
+/**
+ * The model-facing stages of one encode, each with its own checks: load the media (item
+ * count, size and address caps), plan it from its headers (per-request caps, the size to
+ * reserve), preprocess it into the patch grid, and run the batched forward. The pipeline
+ * orders them and owns the request's state; this owns how each stage is done.
+ */
+@Injectable()
+export class EncodeStages implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('EncodeStages');
+  private closing = false;
+  readonly stagingDtype: StagingDtype;
+  private readonly bytesPerValue: number;
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly loader: MediaLoader,
+    private readonly preprocessor: Preprocessor,
+    private readonly backend: EncoderBackend,
+    private readonly scheduler: EncodeScheduler,
+  ) {
+    this.stagingDtype = config.encoder.stagingDtype;
+    this.bytesPerValue = DTYPE_BYTES[this.stagingDtype];
+  }
+
+  onModuleInit(): void {
+    // Load the models now, so the first request does not pay for it; readiness reports it.
+    this.backend.info().catch((err: unknown) => {
+      if (!this.closing) this.logger.error({ err }, 'model load failed');
+    });
+  }
+
+  onModuleDestroy(): void {
+    this.closing = true;
+  }
+
+  /** Every item's bytes, loaded concurrently within the deadline. */
+  load(req: EncodeRequest, deadline: number): Promise<Buffer[]> {
+    checkItemCount(req.mm_items.length, this.config.encoder, req.req_id);
+    return Promise.all(req.mm_items.map((item) => this.loader.load(item, req.req_id, deadline)));
+  }
+
+  /**
+   * Headers only: the caps are checked and the size known before a pixel or a sample is
+   * decoded, so a few KB of request cannot allocate GBs on its way to a 507.
+   */
+  async plan(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
+    const plan = this.ok(req, await this.preprocessor.plan(req.modality, items));
+    checkPlan(plan, this.config.encoder, req.req_id);
+    const info = await this.backend.info();
+    const dim = req.modality === 'audio' ? info.audioDim : info.visionDim;
+    return { tokens: plan.tokens, dim, bytes: plan.tokens * dim * this.bytesPerValue };
+  }
+
+  /** Decode and preprocess (worker threads); must give the tokens the plan promised. */
+  async preprocess(req: EncodeRequest, items: Buffer[], size: EncodeSize): Promise<PreprocessOk> {
+    const pre = this.ok(req, await this.preprocessor.run(req.modality, items));
+    if (pre.tokens !== size.tokens) throw Errors.planMismatch(pre.tokens, size.tokens, req.req_id);
+    return pre;
+  }
+
+  /** The batched forward; skipped if `cancelled()` holds when its turn comes. */
+  async forward(
+    req: EncodeRequest,
+    pre: PreprocessOk,
+    size: EncodeSize,
+    deadline: number,
+    cancelled: () => boolean,
+  ): Promise<ScheduledResult> {
+    const result = await this.scheduler.submit({
+      reqId: req.req_id,
+      kind: pre.kind,
+      fusable: req.modality !== 'video',
+      part: forwardPart(pre),
+      deadline,
+      cancelled,
+    });
+    if (result.dim !== size.dim || result.output.tokens !== size.tokens) {
+      throw Errors.tokenMismatch(result.output.tokens, size.tokens, req.req_id);
+    }
+    return result;
+  }
+
+  /** A failed plan or preprocess as the 400 SGLang gives: load (undecodable) or process. */
+  private ok<T extends { ok: true }>(req: EncodeRequest, result: T | PreprocessFailed): T {
+    if (result.ok) return result;
+    const item = req.mm_items[result.itemIndex]?.url ?? '';
+    throw result.stage === 'load'
+      ? Errors.loadFailed(item, result.message, req.req_id)
+      : Errors.processFailed(result.message, req.req_id);
+  }
+}
