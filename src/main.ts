@@ -3,7 +3,6 @@ import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { configureApp, startApp } from './bootstrap';
-import { AppConfig } from './config/app-config';
 import { ConfigError, loadConfig } from './config/config.loader';
 
 async function main(): Promise<void> {
@@ -16,10 +15,13 @@ async function main(): Promise<void> {
     process.exit(78); // EX_CONFIG
   }
 
-  const app = await NestFactory.create(AppModule, { bufferLogs: true, bodyParser: false });
+  const app = await NestFactory.create(AppModule.withConfig(loaded.config), {
+    bufferLogs: true,
+    bodyParser: false,
+  });
   configureApp(app);
   const logger = app.get(Logger);
-  const config = app.get(AppConfig);
+  const { config } = loaded;
   for (const name of loaded.unknownEnv) {
     logger.warn(`ignoring unknown environment variable ${name} (typo?)`, 'Config');
   }

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { projectRoot } from '../common/fs/project-root';
 import { ENV_KEYS, OTHER_ENV, configSchema, type EpdConfigShape } from './config.schema';
 
 export class ConfigError extends Error {
@@ -9,16 +10,7 @@ export class ConfigError extends Error {
 
 type Tree = Record<string, unknown>;
 
-/** `config/` at the project root, found from src/, dist/ or any other build output dir. */
-function findConfigDir(): string {
-  for (let dir = __dirname; ; dir = dirname(dir)) {
-    const candidate = join(dir, 'config', 'default.yaml');
-    if (existsSync(candidate) && existsSync(join(dir, 'package.json'))) return join(dir, 'config');
-    if (dirname(dir) === dir) return resolve(__dirname, '..', '..', 'config');
-  }
-}
-
-export const DEFAULT_CONFIG_DIR = findConfigDir();
+export const DEFAULT_CONFIG_DIR = join(projectRoot(), 'config');
 
 function isTree(v: unknown): v is Tree {
   return typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -1,15 +1,19 @@
-import { Global, Module } from '@nestjs/common';
+import { Global, Module, type DynamicModule } from '@nestjs/common';
 import { AppConfig } from './app-config';
-import { loadConfig } from './config.loader';
 
 /**
  * Hand-written rather than @nestjs/config: we need YAML layering, one zod schema and a
- * single typed object, and the config is read when the app is created (not when
- * app.module.ts is imported), so tests can build apps with different settings in-process.
+ * single typed object. The config is loaded once, by whoever creates the app (main.ts,
+ * or a test with its own settings), and handed in here; nothing reads it a second time.
  */
 @Global()
-@Module({
-  providers: [{ provide: AppConfig, useFactory: () => loadConfig().config }],
-  exports: [AppConfig],
-})
-export class ConfigModule {}
+@Module({})
+export class ConfigModule {
+  static withConfig(config: AppConfig): DynamicModule {
+    return {
+      module: ConfigModule,
+      providers: [{ provide: AppConfig, useValue: config }],
+      exports: [AppConfig],
+    };
+  }
+}

@@ -42,10 +42,9 @@ export async function startTestApp(
     EPD_SUBJECT_PREFIX: uniquePrefix(),
     ...env,
   });
-  const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
-    .overrideProvider(AppConfig)
-    .useValue(config)
-    .compile();
+  const moduleRef = await Test.createTestingModule({
+    imports: [AppModule.withConfig(config)],
+  }).compile();
   const app = moduleRef.createNestApplication({ bufferLogs: true, bodyParser: false });
   configureApp(app, { shutdownHooks: false });
   const { httpUrl, natsReady } = await startApp(app);

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { ensureReferenceModels, writeVisionModel } from '../../src/cli/models/generate-models';
-import { projectRoot } from '../../src/encoder/backend/model-paths';
+import { projectRoot } from '../../src/common/fs/project-root';
 import { NatsServer } from './nats-server';
 
 /** One shared nats-server for the e2e suite; tests that stop NATS start their own. */

@@ -3,6 +3,7 @@ import Piscina from 'piscina';
 import { reclaimAfter } from '../workers/reclaim';
 import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
+import { pack } from '../workers/pack';
 import { toFloat16Array } from './float16';
 import { modelInputs } from './model-inputs';
 import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
@@ -75,16 +76,10 @@ function load() {
  */
 let scratch = new Float32Array(0);
 
-function concat(parts: Float32Array[]): Float32Array {
-  if (parts.length === 1) return parts[0]!;
-  const total = parts.reduce((n, p) => n + p.length, 0);
-  if (scratch.length < total) scratch = new Float32Array(total);
-  let o = 0;
-  for (const p of parts) {
-    scratch.set(p, o);
-    o += p.length;
-  }
-  return scratch.subarray(0, total);
+/** The scratch buffer, grown to at least `length` values. */
+function scratchOf(length: number): Float32Array {
+  if (scratch.length < length) scratch = new Float32Array(length);
+  return scratch;
 }
 
 export async function info(): Promise<ModelInfo> {
@@ -95,7 +90,10 @@ export async function info(): Promise<ModelInfo> {
 export async function forward(task: ForwardTask): Promise<ForwardResult> {
   const { vision, audio } = await load();
   const session = task.kind === 'vision' ? vision : audio;
-  const input = concat(task.parts.map((p) => p.data));
+  const input = pack(
+    task.parts.map((p) => p.data),
+    scratchOf,
+  );
   const feeds = modelInputs(
     session,
     task.kind,

@@ -7,7 +7,8 @@ import { closePool } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import { EncoderBackend } from './encoder-backend';
 import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
-import { projectRoot, referenceModelPaths } from './model-paths';
+import { projectRoot } from '../../common/fs/project-root';
+import { referenceModelPaths } from './model-paths';
 
 function modelPath(configured: string, fallback: string, key: string): string {
   const path = configured

@@ -6,6 +6,7 @@ import {
 } from '../pipeline/model-contract';
 import { reclaimAfter } from '../workers/reclaim';
 import { moveOut } from '../workers/move-out';
+import { pack } from '../workers/pack';
 import { AudioDecodeError, audioFeatures, audioTokens, wavInfo } from './audio';
 import { patchify } from './patchify';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
@@ -208,18 +209,6 @@ function failure(err: unknown): PreprocessResult & { ok: false } {
   return { ok: false, stage: 'process', itemIndex: 0, message: (err as Error).message };
 }
 
-/** One request's items packed back to back (a single item is used as is, without a copy). */
-function concat(parts: Float32Array[]): Float32Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-}
-
 function packed(data: Float32Array, grids: [number, number, number][]): PreprocessResult {
   const rows = data.length / PATCH_DIM;
   const tokens = grids.reduce((n, [t, h, w]) => n + tokensForGrid(t, h, w), 0);
@@ -234,7 +223,7 @@ function audio(task: PreprocessTask): PreprocessResult {
       throw new StageError('load', i, (err as Error).message);
     }
   });
-  const data = concat(feats.map((f) => f.data));
+  const data = pack(feats.map((f) => f.data));
   const rows = feats.reduce((n, f) => n + f.frames, 0);
   return { ok: true, kind: 'audio', data, rows, grids: [], tokens: rows, ms: 0 };
 }

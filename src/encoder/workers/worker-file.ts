@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { projectRoot } from '../backend/model-paths';
+import { projectRoot } from '../../common/fs/project-root';
 
 /**
  * The compiled JS of worker module `base` that sits in `dir`. Worker threads load plain
