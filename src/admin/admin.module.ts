@@ -5,9 +5,10 @@ import { RequestsModule } from '../requests/requests.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { AdminController } from './admin.controller';
 import { RequestsAdminController } from './requests-admin.controller';
+import { WorkersAdminController } from './workers-admin.controller';
 
 @Module({
   imports: [MetaRegistryModule, RequestsModule, DeliveryModule, EncoderModule],
-  controllers: [AdminController, RequestsAdminController],
+  controllers: [AdminController, RequestsAdminController, WorkersAdminController],
 })
 export class AdminModule {}

@@ -1,12 +1,7 @@
 import { Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Clock } from '../common/clock';
-import { AppConfig } from '../config/app-config';
 import { ZodPipe } from '../common/validation/zod.pipe';
-import {
-  EncodeScheduler,
-  type SchedulerStats,
-} from '../encoder/scheduler/encode-scheduler.service';
 import {
   DeliveryService,
   destinationViews,
@@ -40,28 +35,17 @@ interface RequestView {
   destinations: DestinationView[];
 }
 
-interface WorkerView {
-  dp_rank: number;
-  pid: number;
-  alive: boolean;
-  pending: number;
-  staged_bytes: number;
-  restarts: number;
-  last_exit_code: number | null;
-}
-
 @ApiTags('admin')
 @ApiBearerAuth()
 @UseGuards(AdminTokenGuard)
+/** Requests with state on this worker: list, one request's delivery status, release. */
 @Controller('admin')
 export class RequestsAdminController {
   constructor(
     private readonly states: ReqStateStore,
     private readonly admission: EncodeAdmission,
-    private readonly scheduler: EncodeScheduler,
     private readonly clock: Clock,
     private readonly delivery: DeliveryService,
-    private readonly config: AppConfig,
     private readonly lifecycle: RequestLifecycle,
   ) {}
 
@@ -103,33 +87,5 @@ export class RequestsAdminController {
     @Param('req_id', new ZodPipe(reqIdSchema, 'req_id')) reqId: string,
   ): Promise<{ req_id: string; outcome: ReleaseOutcome }> {
     return { req_id: reqId, outcome: await this.lifecycle.release(reqId) };
-  }
-
-  /**
-   * The encoder worker processes (DESIGN.md §5). One until DP workers land: this process,
-   * with the same columns the DP supervisor will fill per rank.
-   */
-  @Get('workers')
-  workers(): { dp_size: number; workers: WorkerView[] } {
-    return {
-      dp_size: 1,
-      workers: [
-        {
-          dp_rank: this.config.encoder.dpRank,
-          pid: process.pid,
-          alive: true,
-          pending: this.admission.pendingRequests,
-          staged_bytes: this.states.stats().usedBytes,
-          restarts: 0,
-          last_exit_code: null,
-        },
-      ],
-    };
-  }
-
-  /** Batching scheduler counters: forwards by fused size, skips, isolation retries. */
-  @Get('encoder')
-  encoderStats(): SchedulerStats {
-    return this.scheduler.stats();
   }
 }

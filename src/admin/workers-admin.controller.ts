@@ -1,0 +1,62 @@
+import { Controller, Get, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
+import { AppConfig } from '../config/app-config';
+import { EncodeAdmission } from '../encoder/pipeline/encode-admission.service';
+import {
+  EncodeScheduler,
+  type SchedulerStats,
+} from '../encoder/scheduler/encode-scheduler.service';
+import { ReqStateStore } from '../requests/req-state.store';
+
+interface WorkerView {
+  dp_rank: number;
+  pid: number;
+  alive: boolean;
+  pending: number;
+  staged_bytes: number;
+  restarts: number;
+  last_exit_code: number | null;
+}
+
+/** The encoder's processes and its batching scheduler. */
+@ApiTags('admin')
+@ApiBearerAuth()
+@UseGuards(AdminTokenGuard)
+@Controller('admin')
+export class WorkersAdminController {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly admission: EncodeAdmission,
+    private readonly states: ReqStateStore,
+    private readonly scheduler: EncodeScheduler,
+  ) {}
+
+  /**
+   * The encoder worker processes (DESIGN.md §5). One until DP workers land: this process,
+   * with the same columns the DP supervisor will fill per rank.
+   */
+  @Get('workers')
+  workers(): { dp_size: number; workers: WorkerView[] } {
+    return {
+      dp_size: 1,
+      workers: [
+        {
+          dp_rank: this.config.encoder.dpRank,
+          pid: process.pid,
+          alive: true,
+          pending: this.admission.pendingRequests,
+          staged_bytes: this.states.stats().usedBytes,
+          restarts: 0,
+          last_exit_code: null,
+        },
+      ],
+    };
+  }
+
+  /** Batching scheduler counters: forwards by fused size, skips, isolation retries. */
+  @Get('encoder')
+  encoderStats(): SchedulerStats {
+    return this.scheduler.stats();
+  }
+}
