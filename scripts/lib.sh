@@ -21,13 +21,15 @@ ensure_nats_server() {
 
 # Debian's python3 with numpy, for tests that check our files with an independent reader.
 # Found with `command -p` (the python3 first on PATH may be another build without it).
-ensure_python_numpy() {
+# Debian's python3 with numpy (independent .npy and bfloat16 checks) and pyzmq (the
+# SGLang-wire interop receiver). PyPI is not reachable; the Debian packages are.
+ensure_python_packages() {
   local py
   py="$(command -p -v python3 || true)"
-  if [ -n "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then return 0; fi
-  log "installing python3-numpy (Debian package)"
+  if [ -n "$py" ] && "$py" -c 'import numpy, zmq' 2>/dev/null; then return 0; fi
+  log "installing python3-numpy and python3-zmq (Debian packages)"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy python3-zmq >/dev/null
 }
 
 # npm ci when node_modules is missing or older than the lockfile.

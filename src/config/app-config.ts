@@ -11,6 +11,8 @@ export abstract class AppConfig implements EpdConfigShape {
   abstract readonly registry: EpdConfigShape['registry'];
   abstract readonly encoder: EpdConfigShape['encoder'];
   abstract readonly media: EpdConfigShape['media'];
+  abstract readonly transfer: EpdConfigShape['transfer'];
+  abstract readonly sglang: EpdConfigShape['sglang'];
   abstract readonly profile: EpdConfigShape['profile'];
   abstract readonly admin: EpdConfigShape['admin'];
   abstract readonly health: EpdConfigShape['health'];

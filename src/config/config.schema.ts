@@ -45,7 +45,7 @@ export const configSchema = z.object({
     maxBatchSize: positiveInt,
     maxPending: positiveInt,
     stagingMaxBytes: positiveInt,
-    stagingDtype: z.enum(['float32', 'float16']),
+    stagingDtype: z.enum(['float32', 'float16', 'bfloat16']),
     // DP worker processes are not built yet: refuse rather than silently run one worker.
     dpSize: positiveInt.refine(
       (n) => n === 1,
@@ -77,6 +77,17 @@ export const configSchema = z.object({
       z.boolean(),
     ),
   }),
+  transfer: z.object({
+    backend: z.enum(['tcp', 'zmq']),
+    zmqSendHwm: positiveInt,
+    zmqLingerMs: z.coerce.number().int().min(0),
+    zmqMaxSockets: positiveInt,
+    zmqIdleMs: positiveInt,
+    zmqEmbeddingClass: z
+      .string()
+      .regex(/^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$/, 'must be a dotted Python class path'),
+  }),
+  sglang: z.object({ bootstrapUrl: optionalString, advertiseUrl: optionalString }),
   profile: z.object({ root: z.string() }),
   admin: z.object({ token: optionalString }),
   health: z.object({ natsRttTimeoutMs: positiveInt, maxEventLoopLagMs: positiveInt }),
@@ -130,6 +141,14 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_MEDIA_FETCH_TIMEOUT_MS: ['media', 'fetchTimeoutMs'],
   EPD_MEDIA_MAX_REDIRECTS: ['media', 'maxRedirects'],
   EPD_MEDIA_ALLOW_PRIVATE_NETWORKS: ['media', 'allowPrivateNetworks'],
+  EPD_TRANSFER_BACKEND: ['transfer', 'backend'],
+  EPD_ZMQ_SEND_HWM: ['transfer', 'zmqSendHwm'],
+  EPD_ZMQ_LINGER_MS: ['transfer', 'zmqLingerMs'],
+  EPD_ZMQ_MAX_SOCKETS: ['transfer', 'zmqMaxSockets'],
+  EPD_ZMQ_IDLE_MS: ['transfer', 'zmqIdleMs'],
+  EPD_ZMQ_EMBEDDING_CLASS: ['transfer', 'zmqEmbeddingClass'],
+  EPD_SGLANG_BOOTSTRAP_URL: ['sglang', 'bootstrapUrl'],
+  EPD_SGLANG_ADVERTISE_URL: ['sglang', 'advertiseUrl'],
   EPD_PROFILE_ROOT: ['profile', 'root'],
   EPD_ADMIN_TOKEN: ['admin', 'token'],
   EPD_LOG_LEVEL: ['log', 'level'],

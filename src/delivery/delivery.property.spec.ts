@@ -127,7 +127,14 @@ describe('delivery lifecycle property', () => {
                   states.reserve(s, bytes);
                   const data = new Float32Array(4).fill(0);
                   new Uint8Array(data.buffer)[0] = gen.get(s)!;
-                  states.stage(s, { data, tokens: 1, dim: 4, dtype: 'float32', bytes });
+                  states.stage(s, {
+                    data,
+                    tokens: 1,
+                    dim: 4,
+                    dtype: 'float32',
+                    bytes,
+                    grid: [[1, 2, 2]],
+                  });
                 } catch {
                   states.discard(s);
                 }

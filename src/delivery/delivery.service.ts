@@ -87,6 +87,9 @@ export class DeliveryService {
     deadline: number,
     signal?: AbortSignal,
   ): Promise<{ req_id: string; bytes: number; acked: true }> {
+    // On SGLang's wire, /send means Mooncake: an RDMA write into buffer_address.
+    if (this.config.transfer.backend === 'zmq' && req.buffer_address != null)
+      throw Errors.mooncakeUnsupported(req.req_id);
     const state = this.states.get(req.req_id);
     if (!state) throw Errors.noStagedEmbedding(req.req_id);
     if (state.releaseRequested) throw Errors.releasedDuringEncode(req.req_id);
@@ -130,15 +133,19 @@ export class DeliveryService {
    */
   async afterStage(
     state: ReqState,
-    target: Endpoint | undefined,
+    targets: readonly Endpoint[],
     deadline: number,
   ): Promise<DestinationView[] | undefined> {
-    if (target) {
-      if (state.receiveCount === undefined) state.expectReceivers(1);
-      await this.deliver(state, state.addDestination(target, 'encode'), deadline);
+    if (targets.length > 0) {
+      // zmq_to_tokenizer (one port) or the legacy list of ports: each one is a receiver.
+      if (state.receiveCount === undefined) state.expectReceivers(targets.length);
+      const dests = targets.map((t) => state.addDestination(t, 'encode'));
+      const results = await Promise.allSettled(dests.map((d) => this.deliver(state, d, deadline)));
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed && targets.length === 1) throw failed.reason;
     }
     const expected = state.receiveCount;
-    if (expected === undefined) return target ? destinationViews(state) : undefined;
+    if (expected === undefined) return undefined;
     await withTimeout(state.whenDestinations(expected), deadline - this.clock.now(), () =>
       Errors.destinationsMissing(state.reqId, state.destinations.size, expected),
     );
@@ -155,6 +162,48 @@ export class DeliveryService {
       );
     }
     return views;
+  }
+
+  /**
+   * The encode failed: tell every receiver that is waiting for this part (registered
+   * ones and the encode request's own targets) with an error frame, as SGLang does, so
+   * they fail now with the real reason instead of at their timeout. Best effort: a
+   * receiver that is gone is only logged.
+   */
+  async failed(
+    state: ReqState,
+    targets: readonly Endpoint[],
+    error: { message: string; code: number },
+    deadline: number,
+  ): Promise<void> {
+    const endpoints = new Map<string, Endpoint>();
+    for (const d of state.destinations.values()) endpoints.set(d.key, d.endpoint);
+    for (const t of targets) endpoints.set(endpointKey(t), t);
+    const header: FrameHeader = {
+      req_id: state.reqId,
+      part_idx: state.partIdx,
+      num_parts: state.numParts,
+      shape: [0],
+      dtype: 'float32',
+      byte_length: 0,
+      session_id: null,
+      buffer_address: null,
+      modality: state.modality,
+      error_msg: error.message,
+      error_code: error.code,
+    };
+    await Promise.all(
+      [...endpoints].map(([key, endpoint]) =>
+        this.transport
+          .send(endpoint, header, new Uint8Array(0), deadline)
+          .catch((err: unknown) =>
+            this.logger.warn(
+              { req_id: state.reqId, endpoint: key, err: (err as Error).message },
+              'could not deliver the error frame',
+            ),
+          ),
+      ),
+    );
   }
 
   status(reqId: string): SendStatus {
@@ -231,6 +280,8 @@ export class DeliveryService {
         byte_length: emb.bytes,
         session_id: req?.session_id != null ? String(req.session_id) : null,
         buffer_address: req?.buffer_address ?? null,
+        modality: state.modality,
+        grid_thw: emb.grid,
       };
       const payload = new Uint8Array(emb.data.buffer, emb.data.byteOffset, emb.data.byteLength);
       try {

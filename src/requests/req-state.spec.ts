@@ -6,6 +6,7 @@ const emb = (bytes: number) => ({
   dim: 4,
   dtype: 'float32' as const,
   bytes,
+  grid: [[1, 2, 2]],
 });
 const at = (port: number) => ({ host: '127.0.0.1', port });
 

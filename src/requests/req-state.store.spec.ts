@@ -10,6 +10,7 @@ describe('ReqStateStore', () => {
     dim: 4,
     dtype: 'float32' as const,
     bytes,
+    grid: [[1, 2, 2]],
   });
 
   beforeEach(() => {

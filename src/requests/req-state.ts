@@ -9,6 +9,8 @@ export interface StagedEmbedding {
   dim: number;
   dtype: StagingDtype;
   bytes: number;
+  /** Per item: `[t, h, w]` for images and video, `[feature_len]` for audio. */
+  grid: number[][];
 }
 
 export type DestinationStatus = 'pending' | 'sending' | 'acked' | 'failed';

@@ -3,7 +3,11 @@
  * then `byte_length` raw little-endian bytes. The receiver answers each frame with one
  * JSON line: `{"req_id", "ok": true}` or `{"ok": false, "error"}`.
  */
-export type WireDtype = 'float32' | 'float16';
+export type WireDtype = 'float32' | 'float16' | 'bfloat16';
+
+export const WIRE_DTYPES: readonly WireDtype[] = ['float32', 'float16', 'bfloat16'];
+
+const isWireDtype = (d: unknown): d is WireDtype => WIRE_DTYPES.includes(d as WireDtype);
 
 export interface FrameHeader {
   req_id: string;
@@ -14,6 +18,10 @@ export interface FrameHeader {
   byte_length: number;
   session_id: string | null;
   buffer_address: string | number | null;
+  /** `image`, `video` or `audio`. */
+  modality?: string;
+  /** Per item: `[t, h, w]` (in patches) for images and video, `[feature_len]` for audio. */
+  grid_thw?: number[][];
   error_msg?: string;
   error_code?: number;
 }
@@ -24,7 +32,11 @@ export interface Ack {
   error?: string;
 }
 
-export const DTYPE_BYTES: Readonly<Record<WireDtype, number>> = { float32: 4, float16: 2 };
+export const DTYPE_BYTES: Readonly<Record<WireDtype, number>> = {
+  float32: 4,
+  float16: 2,
+  bfloat16: 2,
+};
 
 /** Refuse absurd headers before allocating anything for them. */
 export const MAX_HEADER_BYTES = 64 * 1024;
@@ -45,7 +57,7 @@ export function validateHeader(h: unknown): string | undefined {
   if (!Array.isArray(f.shape) || !f.shape.every((d) => Number.isInteger(d) && d >= 0)) {
     return 'header.shape must be a list of non-negative integers';
   }
-  if (f.dtype !== 'float32' && f.dtype !== 'float16') return `unsupported dtype ${String(f.dtype)}`;
+  if (!isWireDtype(f.dtype)) return `unsupported dtype ${String(f.dtype)}`;
   if (!Number.isInteger(f.byte_length) || (f.byte_length ?? -1) < 0)
     return 'header.byte_length must be a non-negative integer';
   const expected = f.shape.reduce((n, d) => n * d, 1) * DTYPE_BYTES[f.dtype];

@@ -147,6 +147,12 @@ export const Errors = {
       reqId,
       'invalid_request',
     ),
+  mooncakeUnsupported: (reqId: string) =>
+    new BadRequestError(
+      `send of req_id=${reqId} names a Mooncake session (session_id/buffer_address): RDMA transfers are not supported by this encoder; register a ZMQ receive_url or send to a host:port instead`,
+      reqId,
+      'mooncake_unsupported',
+    ),
   tooManyDestinations: (reqId: string, max: number) =>
     new BadRequestError(
       `req_id=${reqId} already has ${max} destinations (receive_count or the per-request bound)`,

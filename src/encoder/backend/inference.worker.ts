@@ -4,9 +4,15 @@ import { reclaimAfter } from '../workers/reclaim';
 import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
-import { toFloat16Array } from './float16';
+import { toBfloat16Array, toFloat16Array } from './half-precision';
 import { modelInputs } from './model-inputs';
-import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
+import type {
+  ForwardResult,
+  ForwardTask,
+  InferenceWorkerData,
+  ModelInfo,
+  StagingDtype,
+} from './forward.types';
 import { AUDIO_FRAME, PATCH_DIM } from '../pipeline/model-contract';
 
 // Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
@@ -76,6 +82,13 @@ function load() {
  */
 let scratch = new Float32Array(0);
 
+/** The staging dtype's bytes of a float32 slice (bfloat16 and float16 round to nearest even). */
+const STAGE: Record<StagingDtype, (values: Float32Array) => Float32Array | Uint16Array> = {
+  float32: (v) => v,
+  float16: toFloat16Array,
+  bfloat16: toBfloat16Array,
+};
+
 /** The scratch buffer, grown to at least `length` values. */
 function scratchOf(length: number): Float32Array {
   if (scratch.length < length) scratch = new Float32Array(length);
@@ -115,7 +128,7 @@ export async function forward(task: ForwardTask): Promise<ForwardResult> {
   const outputs = task.parts.map((p) => {
     const slice = values.slice(offset * dim, (offset + p.tokens) * dim);
     offset += p.tokens;
-    return { data: task.dtype === 'float16' ? toFloat16Array(slice) : slice, tokens: p.tokens };
+    return { data: STAGE[task.dtype](slice), tokens: p.tokens };
   });
   reclaimAfter(input.byteLength + values.byteLength);
   return moveOut(

@@ -3,6 +3,11 @@ import { Errors } from '../../common/errors/error-catalogue';
 import { reqIdOf } from '../../common/req-id';
 import { reqIdSchema } from '../../meta-registry/meta.schema';
 
+/** A receiver's TCP port. */
+const port = z.number().int().min(1).max(65535);
+/** SGLang's legacy form lists one port per receiver; more than this is not a TP group. */
+const MAX_TARGET_PORTS = 64;
+
 export const MODALITIES = ['image', 'video', 'audio'] as const;
 export type Modality = (typeof MODALITIES)[number];
 
@@ -66,9 +71,7 @@ export const encodeRequestSchema = z
         )
         .optional(),
       prefill_host: z.string().min(1).nullish(),
-      embedding_port: z
-        .union([z.number().int().min(1).max(65535), z.array(z.number().int())])
-        .nullish(),
+      embedding_port: z.union([port, z.array(port).max(MAX_TARGET_PORTS)]).nullish(),
       timeout_ms: z.number().int().positive().optional(),
       deadline_ms: z.number().int().positive().optional(),
     },

@@ -66,6 +66,7 @@ const preprocessed = (): PreprocessResult => ({
   data: new Float32Array(16 * PATCH_DIM),
   rows: 16,
   grids: [[1, 4, 4]],
+  featureLens: [],
   tokens: TOKENS,
   ms: 1,
 });
@@ -101,6 +102,7 @@ describe('EncoderService', () => {
   const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
   const service = new EncoderService(clock, admission, stages, states, registry, {
     afterStage,
+    failed: () => Promise.resolve(),
   } as unknown as DeliveryService);
   const request = (reqId: string) =>
     parseEncodeRequest({

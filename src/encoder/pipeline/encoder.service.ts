@@ -6,11 +6,27 @@ import { DeliveryService } from '../../delivery/delivery.service';
 import { MetaRegistry } from '../../meta-registry/meta-registry.service';
 import { ReqStateStore, type ReqState } from '../../requests/req-state.store';
 import { EncodeAdmission, type EncodeOutcome } from './encode-admission.service';
+import type { Endpoint } from '../../transfer/embedding-transport';
 import type { EncodeRequest } from './encode-request.schema';
 import type { EncodeResponse, StageTimings } from './encode-response';
 import { EncodeStages } from './encode-stages.service';
+import { itemGrids } from '../preprocess/preprocess.types';
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
+
+/** Error frames to receivers are best effort and must not hold the failed encode's reply long. */
+const ERROR_FRAME_MS = 2000;
+
+/**
+ * The receivers named in the encode request itself: `prefill_host` with one
+ * `embedding_port` (SGLang's zmq_to_tokenizer) or a list of them (its legacy
+ * zmq_to_scheduler form).
+ */
+function targetsOf(req: EncodeRequest): Endpoint[] {
+  if (!req.prefill_host || req.embedding_port == null) return [];
+  const ports = Array.isArray(req.embedding_port) ? req.embedding_port : [req.embedding_port];
+  return ports.map((port) => ({ host: req.prefill_host!, port }));
+}
 
 /**
  * A delivery failure after staging: the embedding is good and stays staged (receivers may
@@ -65,7 +81,11 @@ export class EncoderService {
       if (caught instanceof DeliveryFailedAfterStage) throw caught.error;
       const err = caught;
       const message = err instanceof MMError ? err.message : 'internal error';
-      await this.publishError(req, message);
+      const code = err instanceof MMError ? err.code : 500;
+      await Promise.all([
+        this.publishError(req, message),
+        this.delivery.failed(state, targetsOf(req), { message, code }, this.errorDeadline()),
+      ]);
       this.states.discard(state);
       if (!(err instanceof MMError))
         this.logger.error({ req_id: req.req_id, err }, 'encode failed');
@@ -124,14 +144,13 @@ export class EncoderService {
       dim: size.dim,
       dtype: this.stages.stagingDtype,
       bytes,
+      grid: itemGrids(pre),
     });
     await this.registry.publish(reqId, { ...meta, embedding_size: bytes }, req.part_idx);
     const stageMs = this.clock.elapsed() - stageStart;
 
-    const port = Array.isArray(req.embedding_port) ? req.embedding_port[0] : req.embedding_port;
-    const target = req.prefill_host && port ? { host: req.prefill_host, port } : undefined;
     const destinations = await this.delivery
-      .afterStage(state, target, deadline)
+      .afterStage(state, targetsOf(req), deadline)
       .catch((err: unknown) => {
         throw new DeliveryFailedAfterStage(err);
       });
@@ -156,6 +175,10 @@ export class EncoderService {
       timings,
       ...(destinations ? { destinations } : {}),
     };
+  }
+
+  private errorDeadline(): number {
+    return this.clock.now() + ERROR_FRAME_MS;
   }
 
   private checkReleased(state: ReqState): void {

@@ -39,6 +39,8 @@ export interface PreprocessOk {
   rows: number;
   /** Vision only: (t, h, w) per image or video, in patches. */
   grids: [number, number, number][];
+  /** Audio only: feature rows per item (SGLang's `audio_feature_lens`). */
+  featureLens: number[];
   /** Tokens the language model must reserve: embedding_len. */
   tokens: number;
   ms: number;
@@ -54,6 +56,15 @@ export interface PreprocessFailed {
 }
 
 export type PreprocessResult = PreprocessOk | PreprocessFailed;
+
+/**
+ * Per item, what a receiver needs to place the embedding: `[t, h, w]` (in patches) for
+ * images and video, `[feature_len]` for audio. Carried in the frame header (`grid_thw`)
+ * and, on the SGLang wire, as `EmbeddingData.grid_dim`.
+ */
+export function itemGrids(pre: PreprocessOk): number[][] {
+  return pre.kind === 'vision' ? pre.grids : pre.featureLens.map((n) => [n]);
+}
 
 /** What the scheduler hands the backend for one preprocessed request. */
 export function forwardPart(pre: PreprocessOk): ForwardPart {

@@ -212,7 +212,7 @@ function failure(err: unknown): PreprocessResult & { ok: false } {
 function packed(data: Float32Array, grids: [number, number, number][]): PreprocessResult {
   const rows = data.length / PATCH_DIM;
   const tokens = grids.reduce((n, [t, h, w]) => n + tokensForGrid(t, h, w), 0);
-  return { ok: true, kind: 'vision', data, rows, grids, tokens, ms: 0 };
+  return { ok: true, kind: 'vision', data, rows, grids, featureLens: [], tokens, ms: 0 };
 }
 
 function audio(task: PreprocessTask): PreprocessResult {
@@ -225,7 +225,16 @@ function audio(task: PreprocessTask): PreprocessResult {
   });
   const data = pack(feats.map((f) => f.data));
   const rows = feats.reduce((n, f) => n + f.frames, 0);
-  return { ok: true, kind: 'audio', data, rows, grids: [], tokens: rows, ms: 0 };
+  return {
+    ok: true,
+    kind: 'audio',
+    data,
+    rows,
+    grids: [],
+    featureLens: feats.map((f) => f.frames),
+    tokens: rows,
+    ms: 0,
+  };
 }
 
 export default async function preprocess(task: PreprocessTask): Promise<PreprocessResult> {

@@ -41,3 +41,32 @@ export function fromFloat16Bits(h: number): number {
   if (exp === 0x1f) return mant ? NaN : sign * Infinity;
   return sign * 2 ** (exp - 15) * (1 + mant / 1024);
 }
+
+/**
+ * bfloat16 bits of a float32: its upper 16 bits, rounded to nearest even (what
+ * `torch.Tensor.to(torch.bfloat16)` does). NaN stays a quiet NaN; overflow rounds to ±Inf.
+ */
+export function toBfloat16Bits(value: number): number {
+  f32[0] = value;
+  const x = u32[0]!;
+  if ((x & 0x7f800000) === 0x7f800000 && x & 0x7fffff) return (x >>> 16) | 0x40;
+  return (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
+}
+
+export function toBfloat16Array(src: Float32Array): Uint16Array {
+  const out = new Uint16Array(src.length);
+  const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
+  for (let i = 0; i < src.length; i++) {
+    const x = bits[i]!;
+    out[i] =
+      (x & 0x7f800000) === 0x7f800000 && x & 0x7fffff
+        ? (x >>> 16) | 0x40
+        : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
+  }
+  return out;
+}
+
+export function fromBfloat16Bits(h: number): number {
+  u32[0] = h << 16;
+  return f32[0]!;
+}

@@ -1,0 +1,60 @@
+import {
+  fromBfloat16Bits,
+  fromFloat16Bits,
+  toBfloat16Array,
+  toBfloat16Bits,
+  toFloat16Array,
+  toFloat16Bits,
+} from './half-precision';
+
+describe('float16 staging conversion', () => {
+  it('encodes exact values and the special cases bit for bit', () => {
+    expect(toFloat16Bits(0)).toBe(0x0000);
+    expect(toFloat16Bits(-0)).toBe(0x8000);
+    expect(toFloat16Bits(1)).toBe(0x3c00);
+    expect(toFloat16Bits(-2)).toBe(0xc000);
+    expect(toFloat16Bits(65504)).toBe(0x7bff); // largest finite half
+    expect(toFloat16Bits(1e6)).toBe(0x7c00); // overflow → +Infinity
+    expect(toFloat16Bits(-Infinity)).toBe(0xfc00);
+    expect(toFloat16Bits(NaN) & 0x7c00).toBe(0x7c00);
+    expect(toFloat16Bits(2 ** -24)).toBe(0x0001); // smallest subnormal
+    expect(toFloat16Bits(2 ** -26)).toBe(0x0000); // underflow → 0
+  });
+
+  it('rounds to nearest even and round-trips within half precision', () => {
+    expect(toFloat16Bits(1 + 2 ** -11)).toBe(0x3c00); // tie → even (down)
+    expect(toFloat16Bits(1 + 3 * 2 ** -11)).toBe(0x3c02); // tie → even (up)
+    const values = Float32Array.from({ length: 2000 }, (_, i) => Math.sin(i) * 10 ** ((i % 9) - 4));
+    const halves = toFloat16Array(values);
+    values.forEach((v, i) => {
+      const back = fromFloat16Bits(halves[i]!);
+      expect(Math.abs(back - v)).toBeLessThanOrEqual(Math.max(Math.abs(v) * 2 ** -11, 2 ** -25));
+    });
+  });
+});
+
+describe('bfloat16 staging conversion', () => {
+  it('keeps the upper 16 bits, rounding to nearest even', () => {
+    expect(toBfloat16Bits(1)).toBe(0x3f80);
+    expect(toBfloat16Bits(-2)).toBe(0xc000);
+    expect(toBfloat16Bits(0)).toBe(0x0000);
+    expect(toBfloat16Bits(-0)).toBe(0x8000);
+    // 1 + 2^-8 is exactly halfway between 1 and the next bfloat16 (1 + 2^-7): ties to even (1).
+    expect(toBfloat16Bits(1 + 2 ** -8)).toBe(0x3f80);
+    // 1 + 3·2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: ties to even (up).
+    expect(toBfloat16Bits(1 + 3 * 2 ** -8)).toBe(0x3f82);
+    // Just above halfway rounds up.
+    expect(toBfloat16Bits(1 + 2 ** -8 + 2 ** -20)).toBe(0x3f81);
+    expect(toBfloat16Bits(3.4e38)).toBe(0x7f80); // rounds past the largest finite: +Inf
+    expect(toBfloat16Bits(Infinity)).toBe(0x7f80);
+    expect(toBfloat16Bits(NaN) & 0x7fc0).toBe(0x7fc0); // stays a quiet NaN
+  });
+
+  it('converts arrays the same way as single values, and back without loss', () => {
+    const src = new Float32Array([1, -2.5, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 65504, 1e-40, NaN]);
+    const out = toBfloat16Array(src);
+    expect([...out]).toEqual([...src].map(toBfloat16Bits));
+    expect(fromBfloat16Bits(out[1]!)).toBe(-2.5);
+    expect(fromBfloat16Bits(toBfloat16Bits(0.1))).toBeCloseTo(0.1, 2);
+  });
+});

@@ -1,0 +1,210 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import request from 'supertest';
+import { startTestApp, type TestApp } from './support/app';
+import { waitFor } from './support/calls';
+import { dataUri, image, tone } from './support/media';
+
+/**
+ * SGLang's ZMQ wire, end to end: the service pushes to a Python receiver that binds a
+ * PULL socket and reassembles with SGLang's receiver logic and restricted unpickler
+ * (test/interop/, only torch stubbed). Both backends SGLang chooses between are covered:
+ * zmq_to_tokenizer (prefill_host + embedding_port in /encode) and zmq_to_scheduler
+ * (each TP rank registers through /scheduler_receive_url), plus the legacy port list,
+ * multi-part requests, receive_count > 1 and the error frame.
+ */
+interface PyResult {
+  status: 'success' | 'fail' | 'timeout';
+  messages: number;
+  error_msg?: string;
+  error_code?: number;
+  modalities?: string[];
+  dtype?: string;
+  shapes?: Record<string, number[]>;
+  grids?: Record<string, unknown>;
+  matches_reference?: boolean;
+  match_detail?: string;
+}
+
+const PYTHON = execFileSync('sh', ['-c', 'command -p -v python3']).toString().trim();
+const children: ChildProcess[] = [];
+
+/** Starts one receiver (a scheduler rank or the tokenizer) and resolves once it is bound. */
+async function pyReceiver(
+  rid: string,
+  expectNpy?: string,
+): Promise<{ port: number; result: Promise<PyResult> }> {
+  const args = ['test/interop/receive.py', '--rid', rid, '--timeout', '30'];
+  if (expectNpy) args.push('--expect-npy', expectNpy);
+  const child = spawn(PYTHON, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  const { port } = JSON.parse(String(first.value)) as { port: number };
+  const result = lines.next().then((l) => JSON.parse(String(l.value)) as PyResult);
+  return { port, result };
+}
+
+/** The reference embedding of `file`, float32, computed without the service (epd-embed). */
+function referenceNpy(file: Buffer, ext: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'epd-sglang-'));
+  const input = join(dir, `in.${ext}`);
+  writeFileSync(input, file);
+  const out = join(dir, 'ref.npy');
+  execFileSync(process.execPath, ['dist/cli/embed.js', input, '--npy', out]);
+  return out;
+}
+
+describe('SGLang ZMQ wire (e2e, Python receiver)', () => {
+  let t: TestApp;
+  let png: Buffer;
+  let png2: Buffer;
+
+  const encode = (body: Record<string, unknown>) =>
+    request(t.httpUrl)
+      .post('/encode')
+      .send({ modality: 'image', num_parts: 1, part_idx: 0, ...body })
+      .then((r) => r);
+  const register = (reqId: string, port: number, receiveCount: number) =>
+    request(t.httpUrl)
+      .post('/scheduler_receive_url')
+      .send({
+        req_id: reqId,
+        receive_count: receiveCount,
+        receive_url: `127.0.0.1:${port}`,
+        modality: 'IMAGE', // SGLang sends it; it is accepted and ignored
+      })
+      .then((r) => r);
+  const requests = async () =>
+    (await request(t.httpUrl).get('/admin/requests')).body as {
+      staging: { states: number; usedBytes: number; startWaiters: number };
+    };
+
+  beforeAll(async () => {
+    t = await startTestApp({
+      EPD_TRANSFER_BACKEND: 'zmq',
+      EPD_STAGING_DTYPE: 'bfloat16',
+      EPD_SEND_TIMEOUT_MS: '60000',
+    });
+    png = await image(112, 84, 'png', { r: 200, g: 30, b: 90 });
+    png2 = await image(56, 56, 'png', { r: 10, g: 200, b: 40 });
+  });
+  afterEach(async () => {
+    // Every request ended: nothing staged is left behind.
+    await waitFor(async () => (await requests()).staging.states === 0, 10_000);
+  });
+  afterAll(async () => {
+    for (const c of children) if (c.exitCode === null) c.kill();
+    await t.close();
+  });
+
+  it('zmq_to_tokenizer: the receiver gets the exact embedding in bfloat16 (bits match an independent conversion), with its grid', async () => {
+    const rx = await pyReceiver('tok', referenceNpy(png, 'png'));
+    const res = await encode({
+      req_id: 'tok_local_part_0',
+      mm_items: [dataUri(png, 'image/png')],
+      prefill_host: '127.0.0.1',
+      embedding_port: rx.port,
+      // SGLang's extra /encode fields: accepted and ignored
+      encoder_idx: 0,
+      encoder_url: 'http://127.0.0.1:1',
+      time_stats_json: '{}',
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      embedding_len: 12,
+      embedding_dim: 1024,
+      embedding_size: 12 * 1024 * 2, // bfloat16
+    });
+    const got = await rx.result;
+    expect(got).toMatchObject({
+      status: 'success',
+      messages: 1,
+      modalities: ['IMAGE'],
+      dtype: 'bfloat16',
+      shapes: { IMAGE: [12, 1024] },
+      grids: { img_grid_thw: [[1, 6, 8]], video_grid_thw: null, audio_feature_lens: null },
+      matches_reference: true,
+    });
+  });
+
+  it('zmq_to_scheduler: two TP ranks register per part (receive_count 2); each reassembles a two-part image + audio request', async () => {
+    const wav = tone(1.0);
+    const ranks = [await pyReceiver('sched'), await pyReceiver('sched')];
+    const parts = [
+      { req_id: 'sched_local_part_0', mm_items: [dataUri(png, 'image/png')] },
+      {
+        req_id: 'sched_local_part_1',
+        modality: 'audio',
+        part_idx: 1,
+        mm_items: [dataUri(wav, 'audio/wav')],
+      },
+    ];
+    const [encodes] = await Promise.all([
+      Promise.all(parts.map((p) => encode({ ...p, num_parts: 2 }))),
+      ...parts.flatMap((p) => ranks.map((r) => register(p.req_id, r.port, 2))),
+    ]);
+    for (const e of encodes) expect(e.status).toBe(200);
+    const audioLen = (encodes[1]!.body as { embedding_len: number }).embedding_len;
+    const audioDim = (encodes[1]!.body as { embedding_dim: number }).embedding_dim;
+    for (const r of ranks) {
+      expect(await r.result).toMatchObject({
+        status: 'success',
+        messages: 2,
+        modalities: ['AUDIO', 'IMAGE'],
+        shapes: { IMAGE: [12, 1024], AUDIO: [audioLen, audioDim] },
+        grids: { img_grid_thw: [[1, 6, 8]], audio_feature_lens: [audioLen] },
+      });
+    }
+  });
+
+  it('the legacy port list: /encode with embedding_port [p1, p2] pushes to every port', async () => {
+    const rxs = [await pyReceiver('legacy'), await pyReceiver('legacy')];
+    const res = await encode({
+      req_id: 'legacy_local_part_0',
+      mm_items: [dataUri(png2, 'image/png')],
+      prefill_host: '127.0.0.1',
+      embedding_port: rxs.map((r) => r.port),
+    });
+    expect(res.status).toBe(200);
+    for (const r of rxs) {
+      expect(await r.result).toMatchObject({
+        status: 'success',
+        shapes: { IMAGE: [4, 1024] },
+        grids: { img_grid_thw: [[1, 4, 4]] },
+      });
+    }
+  });
+
+  it('a failed encode sends registered receivers the error frame (error_msg, error_code), so they fail now', async () => {
+    const rx = await pyReceiver('bad');
+    const registering = register('bad_local_part_0', rx.port, 1);
+    await waitFor(async () => (await requests()).staging.startWaiters === 1, 10_000);
+    const res = await encode({
+      req_id: 'bad_local_part_0',
+      mm_items: ['data:image/png;base64,' + Buffer.from('not a png').toString('base64')],
+    });
+    expect(res.status).toBe(400);
+    expect((await registering).status).toBe(200);
+    const got = await rx.result;
+    expect(got.status).toBe('fail');
+    expect(got.error_code).toBe(400);
+    expect(got.error_msg).toContain('Error while loading data');
+  });
+
+  it('/send naming a Mooncake session is refused with a clear 400', async () => {
+    const res = await request(t.httpUrl).post('/send').send({
+      req_id: 'mc',
+      prefill_host: '127.0.0.1',
+      embedding_port: 1,
+      session_id: 'mooncake-session',
+      buffer_address: 140000000,
+    });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ type: 'mooncake_unsupported' });
+    expect(res.body.message).toContain('Mooncake');
+  });
+});
