@@ -12,6 +12,7 @@ import { DeliveryModule } from './delivery/delivery.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { ProfilingModule } from './profiling/profiling.module';
 import { RequestsModule } from './requests/requests.module';
+import { SglangModule } from './sglang/sglang.module';
 import { TransportModule } from './transport/transport.module';
 
 const FEATURES = [
@@ -27,6 +28,7 @@ const FEATURES = [
   HealthModule,
   AdminModule,
   MetricsModule,
+  SglangModule,
 ];
 
 /** The whole service, on a config loaded once by whoever creates it (main.ts or a test). */

@@ -6,6 +6,7 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { jsonBody } from './common/http/json-body.middleware';
 import { AppConfig } from './config/app-config';
+import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
 
 /**
@@ -48,6 +49,8 @@ export async function startApp(
   const config = app.get(AppConfig);
   await app.listen(config.http.port, config.http.host);
   const address = (app.getHttpServer() as Server).address() as AddressInfo;
+  const httpUrl = `http://${config.http.host}:${address.port}`;
+  app.get(SglangBootstrap).start(httpUrl);
   const natsReady = app.startAllMicroservices().then(() => undefined);
-  return { httpUrl: `http://${config.http.host}:${address.port}`, natsReady };
+  return { httpUrl, natsReady };
 }

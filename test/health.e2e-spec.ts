@@ -1,14 +1,20 @@
 import request from 'supertest';
 import { startTestApp, type TestApp } from './support/app';
+import { dataUri, image } from './support/media';
 import { NatsServer, freePort } from './support/nats-server';
 
-async function pollStatus(url: string, want: number, withinMs: number): Promise<number> {
+async function pollStatus(
+  url: string,
+  want: number,
+  withinMs: number,
+  path = '/health/ready',
+): Promise<number> {
   const started = Date.now();
   for (;;) {
-    const res = await request(url).get('/health');
+    const res = await request(url).get(path);
     if (res.status === want) return Date.now() - started;
     if (Date.now() - started > withinMs)
-      throw new Error(`/health stayed ${res.status}: ${JSON.stringify(res.body)}`);
+      throw new Error(`${path} stayed ${res.status}: ${JSON.stringify(res.body)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -37,13 +43,33 @@ describe('health (e2e, own nats-server)', () => {
     expect((await request(t.httpUrl).get('/health/ready')).status).toBe(200);
   });
 
-  it('goes 503 within 1 s of losing NATS, keeps /health/live at 200, and recovers', async () => {
+  it('losing NATS: /health/ready goes 503 within 1 s; /health stays 200 (SGLang: "can encode"), reports NATS down, and HTTP encode still works', async () => {
     await nats.stop();
     const tookMs = await pollStatus(t.httpUrl, 503, 1000);
     expect(tookMs).toBeLessThanOrEqual(1000);
     const down = await request(t.httpUrl).get('/health/ready');
     expect(down.status).toBe(503);
     expect(down.body.error.nats).toMatchObject({ status: 'down' });
+
+    const health = await request(t.httpUrl).get('/health');
+    expect(health.status).toBe(200);
+    expect(health.body.details.nats).toMatchObject({ status: 'down' });
+    expect(health.body.details.encoder.status).toBe('up');
+    const png = await image(56, 56);
+    const enc = await request(t.httpUrl)
+      .post('/encode')
+      .send({
+        req_id: 'no-nats',
+        modality: 'image',
+        mm_items: [dataUri(png, 'image/png')],
+        num_parts: 1,
+        part_idx: 0,
+      });
+    expect(enc.status).toBe(200);
+    const meta = await request(t.httpUrl)
+      .post('/scheduler_receive_meta_data')
+      .send({ req_id: 'no-nats', part_idx: 0 });
+    expect(meta.body).toMatchObject({ req_id: 'no-nats', embedding_len: 4 });
     expect((await request(t.httpUrl).get('/health/live')).status).toBe(200);
 
     await nats.restart();
@@ -62,10 +88,13 @@ describe('start-up while NATS is unreachable (e2e)', () => {
     let nats: NatsServer | undefined;
     try {
       expect((await request(t.httpUrl).get('/health/live')).status).toBe(200);
-      const res = await request(t.httpUrl).get('/health');
+      const res = await request(t.httpUrl).get('/health/ready');
       expect(res.status).toBe(503);
       expect(res.body.error.nats).toMatchObject({ status: 'down', state: 'connecting' });
       expect(res.body.error.nats.error).toMatch(/ECONNREFUSED|CONNECTION_REFUSED|refused/i);
+      const health = await request(t.httpUrl).get('/health');
+      expect(health.status).toBe(200);
+      expect(health.body.details.nats).toMatchObject({ status: 'down', state: 'connecting' });
 
       nats = await NatsServer.start({ port });
       await pollStatus(t.httpUrl, 200, 10_000);

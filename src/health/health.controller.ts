@@ -18,27 +18,45 @@ export class HealthController {
     return { status: 'ok' };
   }
 
+  /**
+   * What SGLang's /health means: this encoder can encode (the encoder probe, the registry
+   * under its bounds, the event loop). SGLang's encoder bootstrap evicts an encoder whose
+   * /health fails, and HTTP encode and metadata work without NATS, so NATS being down
+   * does not fail it: its state is in the body (`details.nats`), and /health/ready fails.
+   */
   @Get()
   @HealthCheck()
-  check(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
-    return this.readiness(res);
-  }
-
-  @Get('ready')
-  @HealthCheck()
-  ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
-    return this.readiness(res);
-  }
-
-  /** 200 with the detail when every indicator is up; 503 with the same detail when not. */
-  private async readiness(res: Response): Promise<HealthCheckResult> {
-    try {
-      return await this.health.check([
-        () => this.indicators.natsConnection(),
+  async check(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    const [result, nats] = await Promise.all([
+      this.run(res, [
         () => this.indicators.registryBounds(),
         () => this.indicators.eventLoop(),
         () => this.indicators.encoder(),
-      ]);
+      ]),
+      this.indicators.natsConnection(),
+    ]);
+    return { ...result, details: { ...result.details, ...nats } };
+  }
+
+  /** Readiness for everything, NATS included: route NATS traffic here only when 200. */
+  @Get('ready')
+  @HealthCheck()
+  ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    return this.run(res, [
+      () => this.indicators.natsConnection(),
+      () => this.indicators.registryBounds(),
+      () => this.indicators.eventLoop(),
+      () => this.indicators.encoder(),
+    ]);
+  }
+
+  /** 200 with the detail when every indicator is up; 503 with the same detail when not. */
+  private async run(
+    res: Response,
+    checks: Parameters<HealthCheckService['check']>[0],
+  ): Promise<HealthCheckResult> {
+    try {
+      return await this.health.check(checks);
     } catch (err) {
       if (!(err instanceof ServiceUnavailableException)) throw err;
       res.status(503);

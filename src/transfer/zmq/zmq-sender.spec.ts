@@ -1,0 +1,98 @@
+import { Pull } from 'zeromq';
+import { loadConfig } from '../../config/config.loader';
+import type { FrameHeader } from '../frame';
+import { ZmqEmbeddingSender } from './zmq-sender.service';
+
+const header = (reqId: string): FrameHeader => ({
+  req_id: reqId,
+  part_idx: 0,
+  num_parts: 1,
+  shape: [1, 2],
+  dtype: 'float32',
+  byte_length: 8,
+  session_id: null,
+  buffer_address: null,
+  modality: 'image',
+  grid_thw: [[1, 2, 2]],
+});
+
+describe('ZmqEmbeddingSender (real ZMQ sockets on loopback)', () => {
+  const pulls: Pull[] = [];
+  async function pull(): Promise<{ socket: Pull; port: number }> {
+    const socket = new Pull();
+    await socket.bind('tcp://127.0.0.1:*');
+    pulls.push(socket);
+    return { socket, port: Number(/:(\d+)$/.exec(socket.lastEndpoint!)![1]) };
+  }
+  const sender = (env: Record<string, string> = {}) =>
+    new ZmqEmbeddingSender(loadConfig({ EPD_ZMQ_LINGER_MS: '0', ...env }).config);
+  afterAll(() => pulls.forEach((p) => p.close()));
+
+  it('sends two frames (pickled EmbeddingData, then the bytes) and serialises concurrent sends on one socket', async () => {
+    const rx = await pull();
+    const s = sender();
+    const payload = new Uint8Array(new Float32Array([1.5, -2]).buffer);
+    const deadline = Date.now() + 5000;
+    const acks = await Promise.all(
+      ['a', 'b', 'c'].map((id) =>
+        s.send({ host: '127.0.0.1', port: rx.port }, header(id), payload, deadline),
+      ),
+    );
+    expect(acks.map((a) => a.ok)).toEqual([true, true, true]);
+    for (const id of ['a', 'b', 'c']) {
+      const [meta, bytes] = await rx.socket.receive();
+      expect(meta!.includes(Buffer.from(id))).toBe(true);
+      expect(meta!.subarray(0, 2)).toEqual(Buffer.from([0x80, 2])); // pickle protocol 2
+      expect(new Float32Array(new Uint8Array(bytes!).buffer)).toEqual(new Float32Array([1.5, -2]));
+    }
+    expect(s.openSockets).toBe(1);
+    s.onModuleDestroy();
+    expect(s.openSockets).toBe(0);
+  });
+
+  it('sends one frame for an error', async () => {
+    const rx = await pull();
+    const s = sender();
+    await s.send(
+      { host: '127.0.0.1', port: rx.port },
+      { ...header('e'), error_msg: 'boom', error_code: 400 },
+      new Uint8Array(0),
+      Date.now() + 5000,
+    );
+    const frames = await rx.socket.receive();
+    expect(frames).toHaveLength(1);
+    s.onModuleDestroy();
+  });
+
+  it('fails at the deadline when nobody receives (IMMEDIATE: nothing is queued for an absent peer)', async () => {
+    const s = sender();
+    const started = Date.now();
+    await expect(
+      s.send({ host: '127.0.0.1', port: 9 }, header('x'), new Uint8Array(8), Date.now() + 300),
+    ).rejects.toThrow(/no ZMQ receiver took the message at 127.0.0.1:9/);
+    expect(Date.now() - started).toBeLessThan(3000);
+    s.onModuleDestroy();
+  });
+
+  it('keeps at most EPD_ZMQ_MAX_SOCKETS sockets, and closes idle ones back to zero', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate'] });
+    try {
+      const s = sender({ EPD_ZMQ_MAX_SOCKETS: '2', EPD_ZMQ_IDLE_MS: '1000' });
+      const rxs = await Promise.all([pull(), pull(), pull()]);
+      for (const rx of rxs) {
+        await s.send(
+          { host: '127.0.0.1', port: rx.port },
+          header('m'),
+          new Uint8Array(8),
+          Date.now() + 5000,
+        );
+      }
+      expect(s.openSockets).toBe(2);
+      jest.advanceTimersByTime(2500); // two sweeps: the first finds them exactly 1000 ms idle
+      expect(s.openSockets).toBe(0);
+      s.onModuleDestroy();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+});
