@@ -78,12 +78,14 @@ export class MediaLoader {
     if (err) throw err;
   }
 
+  /**
+   * Node's base64 decoder skips whitespace and accepts the URL-safe alphabet too, so a
+   * multi-MB payload is decoded in one pass, without copies or scans before it (each one
+   * cost milliseconds of event loop on a real photo).
+   */
   private base64(data: string): Buffer {
     this.checkSize(Math.floor((data.length * 3) / 4) - 2);
-    const out = Buffer.from(
-      data,
-      data.includes('-') || data.includes('_') ? 'base64url' : 'base64',
-    );
+    const out = Buffer.from(data, 'base64');
     if (out.length === 0) throw new LoadError('empty base64 payload');
     this.checkSize(out.length);
     return out;
@@ -94,7 +96,7 @@ export class MediaLoader {
     if (comma < 0) throw new LoadError('malformed data URI (no comma)');
     const meta = uri.slice(5, comma);
     const payload = uri.slice(comma + 1);
-    if (meta.endsWith(';base64')) return this.base64(payload.replace(/\s+/g, ''));
+    if (meta.endsWith(';base64')) return this.base64(payload);
     const out = Buffer.from(decodeURIComponent(payload), 'utf8');
     this.checkSize(out.length);
     return out;
