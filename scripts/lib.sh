@@ -19,17 +19,17 @@ ensure_nats_server() {
   command -v nats-server >/dev/null || { log "nats-server did not install"; return 1; }
 }
 
-# Debian's python3 with numpy, for tests that check our files with an independent reader.
-# Found with `command -p` (the python3 first on PATH may be another build without it).
-# Debian's python3 with numpy (independent .npy and bfloat16 checks) and pyzmq (the
-# SGLang-wire interop receiver). PyPI is not reachable; the Debian packages are.
+# Debian's python3, for tests that check us against independent implementations: numpy
+# (.npy files, bfloat16), Pillow (the Qwen2-VL reference processor) and pyzmq (the
+# SGLang-wire interop receiver). Found with `command -p` (the python3 first on PATH may be
+# another build without them); PyPI is not reachable, the Debian packages are.
 ensure_python_packages() {
   local py
   py="$(command -p -v python3 || true)"
-  if [ -n "$py" ] && "$py" -c 'import numpy, zmq' 2>/dev/null; then return 0; fi
-  log "installing python3-numpy and python3-zmq (Debian packages)"
+  if [ -n "$py" ] && "$py" -c 'import numpy, zmq, PIL' 2>/dev/null; then return 0; fi
+  log "installing python3-numpy, python3-zmq and python3-pil (Debian packages)"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy python3-zmq >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy python3-zmq python3-pil >/dev/null
 }
 
 # npm ci when node_modules is missing or older than the lockfile.

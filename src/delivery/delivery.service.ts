@@ -116,12 +116,14 @@ export class DeliveryService {
     const dest = state.addDestination(endpoint, 'registered');
     // Pushed as soon as the embedding is ready; bounded by the staging TTL, not the caller.
     const pushDeadline = state.createdAt + this.config.timeouts.sendTimeoutMs;
-    this.deliver(state, dest, pushDeadline).catch((err: unknown) =>
+    this.deliver(state, dest, pushDeadline).catch((err: unknown) => {
+      // A failed or released encode already told this receiver (error frame); not news.
+      if (state.phase === 'released') return;
       this.logger.warn(
         { req_id: req.req_id, endpoint: key, err: (err as Error).message },
         'push to registered destination failed',
-      ),
-    );
+      );
+    });
     return null;
   }
 

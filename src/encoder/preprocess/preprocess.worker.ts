@@ -9,6 +9,7 @@ import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
 import { AudioDecodeError, audioFeatures, audioTokens, wavInfo } from './audio';
 import { patchify } from './patchify';
+import { resizeBicubicRgb } from './resample';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
 
@@ -48,9 +49,12 @@ async function probe(buf: Uint8Array, index: number, animated: boolean): Promise
 }
 
 /**
- * RGB bytes of one frame (`page` of an animated image), EXIF-oriented, alpha dropped,
- * resized (bicubic) to h × w. One page at a time: a 260-frame GIF used to be decoded and
- * resized whole, then sampled down to EPD_MAX_VIDEO_FRAMES.
+ * RGB bytes of one frame (`page` of an animated image), EXIF-oriented, alpha ignored
+ * (the stored colour is kept, as transformers' convert("RGB") does, with or without a
+ * resize), then resized to h × w with Pillow's bicubic (resample.ts), the resize the
+ * reference processor uses. libvips decodes; it does not resize, because its upscale
+ * samples half a pixel off Pillow's grid. One page at a time: a 260-frame GIF used to be
+ * decoded whole, then sampled down to EPD_MAX_VIDEO_FRAMES.
  */
 async function rgbFrame(
   buf: Uint8Array,
@@ -60,21 +64,26 @@ async function rgbFrame(
   w: number,
   limitInputPixels: number,
 ): Promise<Uint8Array> {
+  let decoded: { data: Buffer; info: sharp.OutputInfo };
   try {
-    const { data, info } = await sharp(buf, { page, pages: 1, limitInputPixels })
+    decoded = await sharp(buf, { page, pages: 1, limitInputPixels })
       .rotate()
       .toColourspace('srgb')
       .removeAlpha()
-      .resize(w, h, { fit: 'fill', kernel: 'cubic' })
       .raw()
       .toBuffer({ resolveWithObject: true });
-    if (info.channels !== 3 || data.length !== w * h * 3) {
-      throw new Error(`unexpected decoded layout ${info.width}x${info.height}x${info.channels}`);
-    }
-    return data;
   } catch (err) {
     throw new StageError('load', index, (err as Error).message);
   }
+  const { data, info } = decoded;
+  if (info.channels !== 3 || data.length !== info.width * info.height * 3) {
+    throw new StageError(
+      'load',
+      index,
+      `unexpected decoded layout ${info.width}x${info.height}x${info.channels}`,
+    );
+  }
+  return resizeBicubicRgb(data, info.width, info.height, w, h);
 }
 
 function resize(d: Decoded, task: PreprocessTask, index: number): [number, number] {

@@ -1,0 +1,88 @@
+"""Qwen2-VL's image preprocessing as transformers' slow `Qwen2VLImageProcessor` does it,
+written from `image_processing_qwen2_vl.py` and `image_transforms.py` (numpy + Pillow,
+no transformers install): load (EXIF transpose, convert to RGB), smart_resize, Pillow
+BICUBIC resize, rescale 1/255, normalise with the CLIP mean/std, then the patch layout
+(temporal duplication, 2x2 merge order, channel-major 1176-wide rows).
+
+usage: qwen2vl_reference.py OURS.npy MIN_PIXELS MAX_PIXELS IMAGE...
+Compares the reference patches with OURS.npy (float32 [rows, 1176]) and prints one JSON
+line: grid per image, and max / mean / 99.9th-percentile |diff|.
+
+Deliberate differences, documented in the README: an image with a side under 28 px is
+refused by the reference and upsized by us (those cases are not compared), and 16-bit
+images are scaled to 8 bits (v >> 8) rather than clipped.
+"""
+import json
+import math
+import sys
+
+import numpy as np
+from PIL import Image, ImageOps
+
+PATCH = 14
+MERGE = 2
+TEMPORAL = 2
+FACTOR = PATCH * MERGE
+MEAN = np.array([0.48145466, 0.4578275, 0.40821073])
+STD = np.array([0.26862954, 0.26130258, 0.27577711])
+
+
+def smart_resize(height, width, min_pixels, max_pixels, factor=FACTOR):
+    if height < factor or width < factor:
+        raise ValueError(f"height:{height} or width:{width} must be larger than factor:{factor}")
+    if max(height, width) / min(height, width) > 200:
+        raise ValueError("absolute aspect ratio must be smaller than 200")
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def load_rgb(path):
+    image = ImageOps.exif_transpose(Image.open(path))
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        image = Image.fromarray((np.asarray(image, dtype=np.uint32) >> 8).astype(np.uint8))
+    return image.convert("RGB")  # alpha ignored: the stored colour is kept
+
+
+def preprocess(path, min_pixels, max_pixels):
+    image = load_rgb(path)
+    width, height = image.size
+    h, w = smart_resize(height, width, min_pixels, max_pixels)
+    image = image.resize((w, h), resample=Image.BICUBIC)
+    pixels = np.asarray(image).astype(np.float64) * (1 / 255)
+    pixels = ((pixels - MEAN) / STD).astype(np.float32)
+    patches = pixels.transpose(2, 0, 1)[np.newaxis]  # (T=1, C, H, W)
+    patches = np.repeat(patches, TEMPORAL, axis=0)  # one image: the frame twice
+    c = patches.shape[1]
+    gt, gh, gw = patches.shape[0] // TEMPORAL, h // PATCH, w // PATCH
+    patches = patches.reshape(gt, TEMPORAL, c, gh // MERGE, MERGE, PATCH, gw // MERGE, MERGE, PATCH)
+    patches = patches.transpose(0, 3, 6, 4, 7, 2, 1, 5, 8)
+    return patches.reshape(gt * gh * gw, c * TEMPORAL * PATCH * PATCH), [gt, gh, gw]
+
+
+def main():
+    ours = np.load(sys.argv[1])
+    min_pixels, max_pixels = int(sys.argv[2]), int(sys.argv[3])
+    refs, grids = [], []
+    for path in sys.argv[4:]:
+        p, g = preprocess(path, min_pixels, max_pixels)
+        refs.append(p)
+        grids.append(g)
+    ref = np.concatenate(refs)
+    out = {"grids": grids, "rows": [int(ours.shape[0]), int(ref.shape[0])]}
+    if ours.shape == ref.shape:
+        d = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
+        out.update(max=float(d.max()), mean=float(d.mean()), p999=float(np.quantile(d, 0.999)))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
