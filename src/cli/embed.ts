@@ -8,12 +8,16 @@ import { MODALITIES, type Modality } from '../encoder/pipeline/encode-request.sc
 import preprocess from '../encoder/preprocess/preprocess.worker';
 import { npyHeader } from '../transfer/npy';
 
-const USAGE = `usage: epd-embed <file>... [--modality image|video|audio] [--model PATH] [--min-pixels N] [--max-pixels N] [--npy OUT]
+const USAGE = `usage: epd-embed <file>... [--modality image|video|audio] [--model PATH] [--min-pixels N] [--max-pixels N] [--npy OUT] [--patches OUT]
 
 Computes, without the service, the embedding the encoder produces for these media: the
 same preprocessing, then one bare ONNX Runtime forward. Prints {shape, grids, tokens,
 sha256} (sha256 of the float32 little-endian bytes); --npy also writes the array. Use it
-to check what a receiver got, or to debug a model.`;
+to check what a receiver got, or to debug a model.
+
+--patches OUT writes what the model sees instead (the preprocessed rows, float32
+[rows, 1176] for images and video) and skips the forward: compare it with a reference
+processor.`;
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -24,6 +28,7 @@ async function main(): Promise<void> {
       'min-pixels': { type: 'string', default: '3136' },
       'max-pixels': { type: 'string', default: '1003520' },
       npy: { type: 'string' },
+      patches: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -43,6 +48,13 @@ async function main(): Promise<void> {
     maxDecodedPixels: 2 ** 27, // EPD_MAX_DECODED_PIXELS' default
   });
   if (!pre.ok) throw new Error(`${pre.stage} failed for item ${pre.itemIndex}: ${pre.message}`);
+  if (values.patches) {
+    const rows = new Uint8Array(pre.data.buffer, pre.data.byteOffset, pre.data.byteLength);
+    const shape = [pre.rows, pre.data.length / pre.rows];
+    writeFileSync(values.patches, Buffer.concat([npyHeader(shape, 'float32'), rows]));
+    process.stdout.write(`${JSON.stringify({ shape, grids: pre.grids, tokens: pre.tokens })}\n`);
+    return;
+  }
   const paths = referenceModelPaths();
   const session = await InferenceSession.create(
     values.model ?? (pre.kind === 'vision' ? paths.vision : paths.audio),
