@@ -4,6 +4,8 @@ import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { configureApp, startApp } from './bootstrap';
 import { ConfigError, loadConfig } from './config/config.loader';
+import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
+import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 
 async function main(): Promise<void> {
   let loaded;
@@ -30,6 +32,18 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => {
     setTimeout(() => process.exit(1), config.shutdown.graceMs + 500).unref();
   });
+
+  // A model that breaks the contract is a configuration error: refuse to serve with it.
+  app
+    .get(EncodeStages)
+    .models()
+    .catch(async (err: unknown) => {
+      const message = (err as Error).message;
+      if (!message.startsWith(CONTRACT_ERROR_PREFIX)) return; // load errors: readiness reports them
+      process.stderr.write(`epd-encoder: ${message}\n`);
+      await app.close().catch(() => undefined);
+      process.exit(78); // EX_CONFIG
+    });
 
   const { httpUrl: base, natsReady } = await startApp(app);
   logger.log(

@@ -5,6 +5,7 @@ import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
 import { toBfloat16Array, toFloat16Array } from './half-precision';
+import { checkModelContract } from './model-contract-check';
 import { modelInputs } from './model-inputs';
 import type {
   ForwardResult,
@@ -57,6 +58,12 @@ async function outputDim(
 function load() {
   sessions ??= (async () => {
     const [vision, audio] = await Promise.all([open(data.visionPath), open(data.audioPath)]);
+    for (const [kind, session, path] of [
+      ['vision', vision, data.visionPath],
+      ['audio', audio, data.audioPath],
+    ] as const) {
+      checkModelContract(kind, path, session.inputMetadata, session.outputMetadata);
+    }
     const visionDim = await outputDim(
       vision,
       modelInputs(vision, 'vision', new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),

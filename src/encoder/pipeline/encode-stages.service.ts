@@ -3,7 +3,7 @@ import { Errors } from '../../common/errors/error-catalogue';
 import { AppConfig } from '../../config/app-config';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { EncoderBackend } from '../backend/encoder-backend';
-import type { StagingDtype } from '../backend/forward.types';
+import type { ModelInfo, StagingDtype } from '../backend/forward.types';
 import { MediaLoader } from '../media/media-loader.service';
 import {
   forwardPart,
@@ -45,6 +45,11 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   ) {
     this.stagingDtype = config.encoder.stagingDtype;
     this.bytesPerValue = DTYPE_BYTES[this.stagingDtype];
+  }
+
+  /** The loaded models' facts; rejects when they cannot load or break the contract. */
+  models(): Promise<ModelInfo> {
+    return this.backend.info();
   }
 
   onModuleInit(): void {

@@ -1,0 +1,54 @@
+import type { InferenceSession } from 'onnxruntime-node';
+import { CONTRACT_ERROR_PREFIX, checkModelContract } from './model-contract-check';
+
+const t = (
+  name: string,
+  type: string,
+  shape: (number | string)[],
+): InferenceSession.ValueMetadata =>
+  ({ name, isTensor: true, type, shape }) as InferenceSession.ValueMetadata;
+
+describe('checkModelContract', () => {
+  it('accepts the contract, with symbolic or undeclared dimensions', () => {
+    expect(() =>
+      checkModelContract(
+        'vision',
+        'v.onnx',
+        [t('pixel_values', 'float32', ['n', 1176]), t('grid_thw', 'int64', ['i', 3])],
+        [t('embeds', 'float32', ['t', 1024])],
+      ),
+    ).not.toThrow();
+    expect(() =>
+      checkModelContract('audio', 'a.onnx', [t('x', 'float32', [])], [t('y', 'float32', [])]),
+    ).not.toThrow();
+  });
+
+  it('refuses a mismatch, naming the variable, every problem, and what the file declares', () => {
+    expect(() =>
+      checkModelContract(
+        'vision',
+        'models/audio-encoder.onnx',
+        [t('input_features', 'float32', ['n', 640])],
+        [t('embeds', 'float16', ['t', 512])],
+      ),
+    ).toThrow(
+      `${CONTRACT_ERROR_PREFIX}: vision model models/audio-encoder.onnx (EPD_MODEL_PATH): ` +
+        'input 0 input_features has 640 on axis 1, expected 1176; output 0 embeds is float16, expected float32. ' +
+        'Expected float32 [patches, 1176] (+ optional int64 grid_thw [images, 3]) → float32 [tokens, dim]; ' +
+        'it declares inputs {input_features: float32 [n, 640]} and outputs {embeds: float16 [t, 512]}.',
+    );
+    expect(() =>
+      checkModelContract(
+        'audio',
+        'a.onnx',
+        [t('x', 'float32', ['n', 640]), t('y', 'int64', [1])],
+        [t('o', 'float32', ['t', 'd', 'e'])],
+      ),
+    ).toThrow(
+      /\(EPD_AUDIO_MODEL_PATH\): it has 2 inputs, expected at most 1; output 0 o has rank 3/,
+    );
+    expect(() => checkModelContract('vision', 'v', [], [])).toThrow(
+      'input 0 is missing; output 0 is missing',
+    );
+  });
+});

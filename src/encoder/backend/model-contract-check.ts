@@ -1,0 +1,64 @@
+import type { InferenceSession } from 'onnxruntime-node';
+import { AUDIO_FRAME, PATCH_DIM, type ModelKind } from '../pipeline/model-contract';
+
+/** Every message starts with this, so the main thread recognises it across the worker boundary. */
+export const CONTRACT_ERROR_PREFIX = 'model does not match the encoder contract';
+
+type Metadata = readonly InferenceSession.ValueMetadata[];
+
+const describe = (m: InferenceSession.ValueMetadata) =>
+  m.isTensor ? `${m.name}: ${m.type} [${m.shape.join(', ')}]` : `${m.name}: not a tensor`;
+
+/**
+ * Checks a model's declared inputs and outputs against the contract (DESIGN.md §6), so a
+ * wrong file in EPD_MODEL_PATH is refused at start-up with what was expected and what the
+ * file declares, instead of failing (or worse, answering garbage) on the first request:
+ * - vision: input 0 float32 `[patches, 1176]`, an optional input 1 int64 `[images, 3]`
+ *   (grid_thw), output 0 float32 `[tokens, dim]`;
+ * - audio: input 0 float32 `[frames, 640]`, output 0 float32 `[tokens, dim]`.
+ * Symbolic dimensions pass; a fixed one must be the contract's.
+ */
+export function checkModelContract(
+  kind: ModelKind,
+  path: string,
+  inputs: Metadata,
+  outputs: Metadata,
+): void {
+  const width = kind === 'vision' ? PATCH_DIM : AUDIO_FRAME;
+  const problems: string[] = [];
+  const tensor = (
+    m: InferenceSession.ValueMetadata | undefined,
+    what: string,
+    type: string,
+    rank: number,
+    fixed: Record<number, number> = {},
+  ) => {
+    if (!m) return problems.push(`${what} is missing`);
+    if (!m.isTensor) return problems.push(`${what} ${m.name} is not a tensor`);
+    if (m.type !== type) problems.push(`${what} ${m.name} is ${m.type}, expected ${type}`);
+    // An empty shape means the model does not declare one: nothing to check.
+    if (m.shape.length > 0 && m.shape.length !== rank)
+      problems.push(`${what} ${m.name} has rank ${m.shape.length}, expected ${rank}`);
+    for (const [axis, size] of Object.entries(fixed)) {
+      const d = m.shape[Number(axis)];
+      if (typeof d === 'number' && d > 0 && d !== size)
+        problems.push(`${what} ${m.name} has ${d} on axis ${axis}, expected ${size}`);
+    }
+  };
+  tensor(inputs[0], 'input 0', 'float32', 2, { 1: width });
+  if (kind === 'vision' && inputs[1]) tensor(inputs[1], 'input 1 (grid_thw)', 'int64', 2, { 1: 3 });
+  if (inputs.length > (kind === 'vision' ? 2 : 1))
+    problems.push(`it has ${inputs.length} inputs, expected at most ${kind === 'vision' ? 2 : 1}`);
+  tensor(outputs[0], 'output 0', 'float32', 2);
+  if (problems.length === 0) return;
+  const variable = kind === 'vision' ? 'EPD_MODEL_PATH' : 'EPD_AUDIO_MODEL_PATH';
+  const expected =
+    kind === 'vision'
+      ? `float32 [patches, ${PATCH_DIM}] (+ optional int64 grid_thw [images, 3]) → float32 [tokens, dim]`
+      : `float32 [frames, ${AUDIO_FRAME}] → float32 [tokens, dim]`;
+  throw new Error(
+    `${CONTRACT_ERROR_PREFIX}: ${kind} model ${path} (${variable}): ${problems.join('; ')}. ` +
+      `Expected ${expected}; it declares inputs {${inputs.map(describe).join('; ')}} and ` +
+      `outputs {${outputs.map(describe).join('; ')}}.`,
+  );
+}
