@@ -58,3 +58,44 @@ describe('bfloat16 staging conversion', () => {
     expect(fromBfloat16Bits(toBfloat16Bits(0.1))).toBeCloseTo(0.1, 2);
   });
 });
+
+describe('array conversions (the fast paths) agree with the scalar ones bit for bit', () => {
+  // Edge cases: zeros, subnormal halves, the normal/subnormal boundary, halfway ties,
+  // the largest half, overflow, Inf and NaN, in both signs, plus a sweep of bit patterns.
+  const edges = [
+    0,
+    1e-8,
+    2 ** -24,
+    2 ** -25,
+    3 * 2 ** -26,
+    6.0e-5,
+    2 ** -14,
+    2 ** -14 - 2 ** -25,
+    1,
+    1 + 2 ** -11,
+    1 + 3 * 2 ** -11,
+    65504,
+    65519.99,
+    65520,
+    1e6,
+    Infinity,
+    NaN,
+  ];
+  const values = new Float32Array([...edges, ...edges.map((v) => -v)]);
+  const sweep = new Uint32Array(1 << 16).map((_, i) => Math.imul(i, 0x9e3779b1) >>> 0);
+  const all = new Float32Array([...values, ...new Float32Array(sweep.buffer)]);
+
+  /** Indices where the fast array result differs (a NaN only has to stay a quiet NaN). */
+  const mismatches = (fast: Uint16Array, scalar: (v: number) => number, quietNaN: number) =>
+    [...all.keys()].filter((i) =>
+      Number.isNaN(all[i]) ? (fast[i]! & quietNaN) !== quietNaN : fast[i] !== scalar(all[i]!),
+    );
+
+  it('float16', () => {
+    expect(mismatches(toFloat16Array(all), toFloat16Bits, 0x7e00)).toEqual([]);
+  });
+
+  it('bfloat16', () => {
+    expect(mismatches(toBfloat16Array(all), toBfloat16Bits, 0x7fc0)).toEqual([]);
+  });
+});
