@@ -82,6 +82,8 @@ describe("image preprocessing matches transformers' Qwen2VLImageProcessor (Pillo
     ['upscale+shrink 1024x768', async () => (await photo(1024, 768)).png().toBuffer(), 'resized'],
     ['upscale 380x270', async () => (await photo(380, 270)).png().toBuffer(), 'resized'],
     ['shrink 2000x1500', async () => (await photo(2000, 1500)).png().toBuffer(), 'resized'],
+    ['phone photo 4032x3024', async () => (await photo(4032, 3024)).jpeg().toBuffer(), 'resized'],
+    ['shrink noise 1600x1200', async () => noise(1600, 1200, 3).png().toBuffer(), 'resized'],
     ['odd 333x517', async () => (await photo(333, 517)).png().toBuffer(), 'resized'],
     ['aspect 3000x60', async () => (await photo(3000, 60)).png().toBuffer(), 'resized'],
     ['below min_pixels 40x50', async () => (await photo(40, 50)).png().toBuffer(), 'resized'],
