@@ -104,6 +104,7 @@ async function main() {
     minPixels: 3136,
     maxPixels: 1003520,
     maxVideoFrames: 64,
+    nMels: 128,
     maxDecodedPixels: 2 ** 27, // EPD_MAX_DECODED_PIXELS' default
   });
   if (!pre.ok) throw new Error(pre.message);

@@ -11,7 +11,7 @@ it('refuses to serve with a model that breaks the contract: exit 78, naming the 
       EPD_HTTP_PORT: String(await freePort()),
       EPD_NATS_URL: sharedNatsUrl(),
       EPD_LOG_LEVEL: 'warn',
-      // The audio model where the vision model belongs: 640-wide input, not 1176.
+      // The audio model where the vision model belongs: [windows, 128, 3000], not [patches, 1176].
       EPD_MODEL_PATH: join(__dirname, '..', 'models', 'audio-encoder.onnx'),
     },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -22,9 +22,7 @@ it('refuses to serve with a model that breaks the contract: exit 78, naming the 
     const code = await new Promise<number | null>((resolve) => proc.once('exit', resolve));
     expect(code).toBe(78);
     expect(stderr).toContain('model does not match the encoder contract: vision model');
-    expect(stderr).toContain(
-      '(EPD_MODEL_PATH): input 0 input_features has 640 on axis 1, expected 1176',
-    );
+    expect(stderr).toContain('(EPD_MODEL_PATH): input 0 input_features has rank 3, expected 2');
   } finally {
     await stopProcess(proc);
   }

@@ -156,7 +156,8 @@ describe('SGLang ZMQ wire (e2e, Python receiver)', () => {
         messages: 2,
         modalities: ['AUDIO', 'IMAGE'],
         shapes: { IMAGE: [12, 1024], AUDIO: [audioLen, audioDim] },
-        grids: { img_grid_thw: [[1, 6, 8]], audio_feature_lens: [audioLen] },
+        // audio_feature_lens: the valid mel frames (1 s = 100), as Qwen2-Audio's processor gives.
+        grids: { img_grid_thw: [[1, 6, 8]], audio_feature_lens: [100] },
       });
     }
   });

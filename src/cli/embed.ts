@@ -3,7 +3,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InferenceSession } from 'onnxruntime-node';
 import { referenceModelPaths } from '../encoder/backend/model-paths';
-import { modelInputs } from '../encoder/backend/model-inputs';
+import { audioRows, melBins, modelInputs } from '../encoder/backend/model-inputs';
+import { DEFAULT_N_MELS } from '../encoder/pipeline/model-contract';
 import { MODALITIES, type Modality } from '../encoder/pipeline/encode-request.schema';
 import preprocess from '../encoder/preprocess/preprocess.worker';
 import { npyHeader } from '../transfer/npy';
@@ -39,6 +40,11 @@ async function main(): Promise<void> {
   const modality = values.modality as Modality;
   if (!(MODALITIES as readonly string[]).includes(modality))
     throw new Error(`unsupported modality: ${modality}`);
+  const paths = referenceModelPaths();
+  const session = await InferenceSession.create(
+    values.model ?? (modality === 'audio' ? paths.audio : paths.vision),
+  );
+  const nMels = melBins(session, DEFAULT_N_MELS);
   const pre = await preprocess({
     modality,
     items: positionals.map((f) => readFileSync(f)),
@@ -46,24 +52,26 @@ async function main(): Promise<void> {
     maxPixels: Number(values['max-pixels']),
     maxVideoFrames: 64,
     maxDecodedPixels: 2 ** 27, // EPD_MAX_DECODED_PIXELS' default
+    nMels,
   });
   if (!pre.ok) throw new Error(`${pre.stage} failed for item ${pre.itemIndex}: ${pre.message}`);
   if (values.patches) {
+    await session.release();
     const rows = new Uint8Array(pre.data.buffer, pre.data.byteOffset, pre.data.byteLength);
     const shape = [pre.rows, pre.data.length / pre.rows];
     writeFileSync(values.patches, Buffer.concat([npyHeader(shape, 'float32'), rows]));
     process.stdout.write(`${JSON.stringify({ shape, grids: pre.grids, tokens: pre.tokens })}\n`);
     return;
   }
-  const paths = referenceModelPaths();
-  const session = await InferenceSession.create(
-    values.model ?? (pre.kind === 'vision' ? paths.vision : paths.audio),
-  );
-  const feeds = modelInputs(session, pre.kind, pre.data, pre.grids);
+  const feeds = modelInputs(session, pre.kind, pre.data, pre.grids, nMels);
   const out = (await session.run(feeds))[session.outputNames[0]!]!;
-  const data = out.data as Float32Array;
+  // Audio: the real rows of each window, as the service stages them.
+  const data =
+    pre.kind === 'audio'
+      ? audioRows(out.data as Float32Array, out.dims, pre.windowTokens)
+      : (out.data as Float32Array);
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  const shape = out.dims.map(Number);
+  const shape = pre.kind === 'audio' ? [pre.tokens, Number(out.dims[2])] : out.dims.map(Number);
   if (values.npy) writeFileSync(values.npy, Buffer.concat([npyHeader(shape, 'float32'), bytes]));
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   process.stdout.write(

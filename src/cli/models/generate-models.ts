@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { referenceModelPaths } from '../../encoder/backend/model-paths';
 import { buildAudioModel, buildVisionModel } from './reference-models';
@@ -11,18 +11,25 @@ export interface GeneratedModel {
   written: boolean;
 }
 
+const sha = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
+
+/**
+ * Writes the model unless the file already holds exactly these bytes (deterministic, so
+ * a model left by an older contract is replaced instead of refused at start-up).
+ */
 function write(path: string, build: () => Uint8Array, force: boolean): GeneratedModel {
-  if (existsSync(path) && !force) return { path, bytes: 0, sha256: '', written: false };
-  mkdirSync(dirname(path), { recursive: true });
   const bytes = build();
+  const sha256 = sha(bytes);
+  if (!force && existsSync(path) && sha(readFileSync(path)) === sha256)
+    return { path, bytes: bytes.length, sha256, written: false };
+  mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, bytes);
   renameSync(tmp, path); // atomic: a concurrent reader never sees half a model
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
   return { path, bytes: bytes.length, sha256, written: true };
 }
 
-/** Writes the reference models (fixed seed) where the service looks for them, unless present. */
+/** Writes the reference models (fixed seed) where the service looks for them, unless current. */
 export function ensureReferenceModels(
   options: { force?: boolean; dim?: number } = {},
 ): GeneratedModel[] {

@@ -10,6 +10,8 @@ export interface ForwardPart {
   rows: number;
   /** Vision: (t, h, w) per grid entry. */
   grids: [number, number, number][];
+  /** Audio: tokens per window (rows = windows). */
+  windowTokens: number[];
   /** embedding_len the preprocessor promised for this request. */
   tokens: number;
 }
@@ -35,6 +37,8 @@ export interface ForwardResult {
 export interface ModelInfo {
   visionDim: number;
   audioDim: number;
+  /** Mel bins the audio model takes (its input_features' axis 1). */
+  audioMels: number;
   visionPath: string;
   audioPath: string;
 }

@@ -6,7 +6,7 @@ import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
 import { toBfloat16Array, toFloat16Array } from './half-precision';
 import { checkModelContract } from './model-contract-check';
-import { modelInputs } from './model-inputs';
+import { audioRows, melBins, modelInputs } from './model-inputs';
 import type {
   ForwardResult,
   ForwardTask,
@@ -14,7 +14,7 @@ import type {
   ModelInfo,
   StagingDtype,
 } from './forward.types';
-import { AUDIO_FRAME, PATCH_DIM } from '../pipeline/model-contract';
+import { AUDIO_MEL_FRAMES, DEFAULT_N_MELS, PATCH_DIM } from '../pipeline/model-contract';
 
 // Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
 // thread for the whole forward; here that is this worker, never the main event loop.
@@ -42,17 +42,20 @@ async function open(path: string): Promise<InferenceSession> {
   });
 }
 
-/** The output width, from the model's declared shape or, if symbolic, from a probe forward. */
+/**
+ * The output width (the last axis: [tokens, dim] for vision, [windows, 750, dim] for
+ * audio), from the model's declared shape or, if symbolic, from a probe forward.
+ */
 async function outputDim(
   session: InferenceSession,
   probe: Record<string, Tensor>,
 ): Promise<number> {
   const meta = session.outputMetadata[0];
-  const declared = meta && 'shape' in meta ? meta.shape[1] : undefined;
+  const declared = meta && 'shape' in meta ? meta.shape.at(-1) : undefined;
   if (typeof declared === 'number' && declared > 0) return declared;
   const out = await session.run(probe);
   const dims = out[session.outputNames[0]!]!.dims;
-  return Number(dims[1]);
+  return Number(dims.at(-1));
 }
 
 function load() {
@@ -68,14 +71,21 @@ function load() {
       vision,
       modelInputs(vision, 'vision', new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),
     );
+    const audioMels = melBins(audio, DEFAULT_N_MELS);
     const audioDim = await outputDim(
       audio,
-      modelInputs(audio, 'audio', new Float32Array(AUDIO_FRAME)),
+      modelInputs(audio, 'audio', new Float32Array(audioMels * AUDIO_MEL_FRAMES), [], audioMels),
     );
     return {
       vision,
       audio,
-      info: { visionDim, audioDim, visionPath: data.visionPath, audioPath: data.audioPath },
+      info: {
+        visionDim,
+        audioDim,
+        audioMels,
+        visionPath: data.visionPath,
+        audioPath: data.audioPath,
+      },
     };
   })();
   return sessions;
@@ -106,9 +116,39 @@ export async function info(): Promise<ModelInfo> {
   return (await load()).info;
 }
 
+/** Vision output [tokens, dim]: each request's rows, in order. */
+function visionOutputs(task: ForwardTask, dims: readonly number[], values: Float32Array) {
+  const rows = Number(dims[0]);
+  const dim = Number(dims[1]);
+  const expected = task.parts.reduce((n, p) => n + p.tokens, 0);
+  if (dims.length !== 2 || rows !== expected) throw Errors.tokenMismatch(rows, expected);
+  let offset = 0;
+  return task.parts.map((p) => {
+    const slice = values.slice(offset * dim, (offset + p.tokens) * dim);
+    offset += p.tokens;
+    return { data: STAGE[task.dtype](slice), tokens: p.tokens };
+  });
+}
+
+/**
+ * Audio output [windows, 750, dim]: per request, the real rows of each of its windows
+ * (the first `windowTokens[w]`; the rest cover the window's zero padding).
+ */
+function audioOutputs(task: ForwardTask, dims: readonly number[], values: Float32Array) {
+  const windows = Number(dims[0]);
+  const expected = task.parts.reduce((n, p) => n + p.windowTokens.length, 0);
+  if (dims.length !== 3 || windows !== expected) throw Errors.tokenMismatch(windows, expected);
+  let first = 0;
+  return task.parts.map((p) => {
+    const rows = audioRows(values, dims, p.windowTokens, first);
+    first += p.windowTokens.length;
+    return { data: STAGE[task.dtype](rows), tokens: p.tokens };
+  });
+}
+
 /** One packed forward for every part (a fused batch), split back per request. */
 export async function forward(task: ForwardTask): Promise<ForwardResult> {
-  const { vision, audio } = await load();
+  const { vision, audio, info: models } = await load();
   const session = task.kind === 'vision' ? vision : audio;
   const input = pack(
     task.parts.map((p) => p.data),
@@ -119,24 +159,18 @@ export async function forward(task: ForwardTask): Promise<ForwardResult> {
     task.kind,
     input,
     task.parts.flatMap((p) => p.grids),
+    models.audioMels,
   );
   const started = performance.now();
   const out = await session.run(feeds);
   const forwardMs = performance.now() - started;
   const tensor = out[session.outputNames[0]!]!;
-  const rows = Number(tensor.dims[0]);
-  const dim = Number(tensor.dims[1]);
-  const expected = task.parts.reduce((n, p) => n + p.tokens, 0);
-  if (tensor.dims.length !== 2 || rows !== expected) {
-    throw Errors.tokenMismatch(rows, expected);
-  }
   const values = tensor.data as Float32Array;
-  let offset = 0;
-  const outputs = task.parts.map((p) => {
-    const slice = values.slice(offset * dim, (offset + p.tokens) * dim);
-    offset += p.tokens;
-    return { data: STAGE[task.dtype](slice), tokens: p.tokens };
-  });
+  const outputs =
+    task.kind === 'vision'
+      ? visionOutputs(task, tensor.dims, values)
+      : audioOutputs(task, tensor.dims, values);
+  const dim = Number(tensor.dims.at(-1));
   reclaimAfter(input.byteLength + values.byteLength);
   return moveOut(
     { outputs, dim, forwardMs },

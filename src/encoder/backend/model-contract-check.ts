@@ -1,5 +1,10 @@
 import type { InferenceSession } from 'onnxruntime-node';
-import { AUDIO_FRAME, PATCH_DIM, type ModelKind } from '../pipeline/model-contract';
+import {
+  AUDIO_MEL_FRAMES,
+  AUDIO_TOKENS_PER_WINDOW,
+  PATCH_DIM,
+  type ModelKind,
+} from '../pipeline/model-contract';
 
 /** Every message starts with this, so the main thread recognises it across the worker boundary. */
 export const CONTRACT_ERROR_PREFIX = 'model does not match the encoder contract';
@@ -15,7 +20,8 @@ const describe = (m: InferenceSession.ValueMetadata) =>
  * file declares, instead of failing (or worse, answering garbage) on the first request:
  * - vision: input 0 float32 `[patches, 1176]`, an optional input 1 int64 `[images, 3]`
  *   (grid_thw), output 0 float32 `[tokens, dim]`;
- * - audio: input 0 float32 `[frames, 640]`, output 0 float32 `[tokens, dim]`.
+ * - audio: input 0 float32 `[windows, n_mels, 3000]` (Whisper log-mel), output 0 float32
+ *   `[windows, 750, dim]`.
  * Symbolic dimensions pass; a fixed one must be the contract's.
  */
 export function checkModelContract(
@@ -24,7 +30,6 @@ export function checkModelContract(
   inputs: Metadata,
   outputs: Metadata,
 ): void {
-  const width = kind === 'vision' ? PATCH_DIM : AUDIO_FRAME;
   const problems: string[] = [];
   const tensor = (
     m: InferenceSession.ValueMetadata | undefined,
@@ -45,17 +50,22 @@ export function checkModelContract(
         problems.push(`${what} ${m.name} has ${d} on axis ${axis}, expected ${size}`);
     }
   };
-  tensor(inputs[0], 'input 0', 'float32', 2, { 1: width });
-  if (kind === 'vision' && inputs[1]) tensor(inputs[1], 'input 1 (grid_thw)', 'int64', 2, { 1: 3 });
+  if (kind === 'vision') {
+    tensor(inputs[0], 'input 0', 'float32', 2, { 1: PATCH_DIM });
+    if (inputs[1]) tensor(inputs[1], 'input 1 (grid_thw)', 'int64', 2, { 1: 3 });
+    tensor(outputs[0], 'output 0', 'float32', 2);
+  } else {
+    tensor(inputs[0], 'input 0', 'float32', 3, { 2: AUDIO_MEL_FRAMES });
+    tensor(outputs[0], 'output 0', 'float32', 3, { 1: AUDIO_TOKENS_PER_WINDOW });
+  }
   if (inputs.length > (kind === 'vision' ? 2 : 1))
     problems.push(`it has ${inputs.length} inputs, expected at most ${kind === 'vision' ? 2 : 1}`);
-  tensor(outputs[0], 'output 0', 'float32', 2);
   if (problems.length === 0) return;
   const variable = kind === 'vision' ? 'EPD_MODEL_PATH' : 'EPD_AUDIO_MODEL_PATH';
   const expected =
     kind === 'vision'
       ? `float32 [patches, ${PATCH_DIM}] (+ optional int64 grid_thw [images, 3]) → float32 [tokens, dim]`
-      : `float32 [frames, ${AUDIO_FRAME}] → float32 [tokens, dim]`;
+      : `float32 [windows, n_mels, ${AUDIO_MEL_FRAMES}] → float32 [windows, ${AUDIO_TOKENS_PER_WINDOW}, dim]`;
   throw new Error(
     `${CONTRACT_ERROR_PREFIX}: ${kind} model ${path} (${variable}): ${problems.join('; ')}. ` +
       `Expected ${expected}; it declares inputs {${inputs.map(describe).join('; ')}} and ` +

@@ -1,10 +1,11 @@
 import { Tensor, type InferenceSession } from 'onnxruntime-node';
-import { AUDIO_FRAME, PATCH_DIM, type ModelKind } from '../pipeline/model-contract';
+import { AUDIO_MEL_FRAMES, PATCH_DIM, type ModelKind } from '../pipeline/model-contract';
 
 /**
- * The feeds of one forward, by the model contract (DESIGN.md §6): packed rows as the
- * first input (`pixel_values [patches, 1176]` or `input_features [frames, 640]`) and,
- * for a vision model that declares a second input, `grid_thw` int64 `[images, 3]`.
+ * The feeds of one forward, by the model contract (DESIGN.md §6):
+ * - vision: `pixel_values` float32 [patches, 1176] and, for a model that declares a second
+ *   input, `grid_thw` int64 [images, 3];
+ * - audio: `input_features` float32 [windows, nMels, 3000] (Whisper log-mel windows).
  * The one place the service, the embed CLI and the benchmarks build them.
  */
 export function modelInputs(
@@ -12,10 +13,14 @@ export function modelInputs(
   kind: ModelKind,
   rows: Float32Array,
   grids: readonly (readonly [number, number, number])[] = [],
+  nMels = 0,
 ): Record<string, Tensor> {
-  const width = kind === 'vision' ? PATCH_DIM : AUDIO_FRAME;
+  const dims =
+    kind === 'vision'
+      ? [rows.length / PATCH_DIM, PATCH_DIM]
+      : [rows.length / (nMels * AUDIO_MEL_FRAMES), nMels, AUDIO_MEL_FRAMES];
   const feeds: Record<string, Tensor> = {
-    [session.inputNames[0]!]: new Tensor('float32', rows, [rows.length / width, width]),
+    [session.inputNames[0]!]: new Tensor('float32', rows, dims),
   };
   const gridInput = session.inputNames[1];
   if (kind === 'vision' && gridInput) {
@@ -23,4 +28,39 @@ export function modelInputs(
     feeds[gridInput] = new Tensor('int64', g, [grids.length, 3]);
   }
   return feeds;
+}
+
+/** The mel bins an audio model takes: its input's axis 1, or the default when symbolic. */
+export function melBins(
+  session: Pick<InferenceSession, 'inputMetadata'>,
+  fallback: number,
+): number {
+  const meta = session.inputMetadata[0];
+  const declared = meta?.isTensor ? meta.shape[1] : undefined;
+  return typeof declared === 'number' && declared > 0 ? declared : fallback;
+}
+
+/**
+ * An audio model's output [windows, 750, dim] → the real rows, packed [tokens, dim]: the
+ * first `windowTokens[w]` of each window (the rest cover the window's zero padding).
+ * `firstWindow` skips the windows of other requests in a fused batch.
+ */
+export function audioRows(
+  values: Float32Array,
+  dims: readonly number[],
+  windowTokens: readonly number[],
+  firstWindow = 0,
+): Float32Array {
+  const perWindow = Number(dims[1]);
+  const dim = Number(dims[2]);
+  const tokens = windowTokens.reduce((n, t) => n + t, 0);
+  const out = new Float32Array(tokens * dim);
+  let o = 0;
+  windowTokens.forEach((t, i) => {
+    const w = firstWindow + i;
+    if (t > perWindow) throw new RangeError(`window has ${perWindow} rows, ${t} expected`);
+    out.set(values.subarray(w * perWindow * dim, (w * perWindow + t) * dim), o);
+    o += t * dim;
+  });
+  return out;
 }

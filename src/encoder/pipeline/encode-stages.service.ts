@@ -83,7 +83,8 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
 
   /** Decode and preprocess (worker threads); must give the tokens the plan promised. */
   async preprocess(req: EncodeRequest, items: Buffer[], size: EncodeSize): Promise<PreprocessOk> {
-    const pre = this.ok(req, await this.preprocessor.run(req.modality, items));
+    const { audioMels } = await this.backend.info();
+    const pre = this.ok(req, await this.preprocessor.run(req.modality, items, audioMels));
     if (pre.tokens !== size.tokens) throw Errors.planMismatch(pre.tokens, size.tokens, req.req_id);
     return pre;
   }

@@ -68,8 +68,8 @@ export class EncoderProbe {
   }
 
   private async run(deadline: number): Promise<void> {
-    await this.backend.info();
-    const pre = await this.preprocessor.run('image', [PROBE_PNG]);
+    const { audioMels } = await this.backend.info();
+    const pre = await this.preprocessor.run('image', [PROBE_PNG], audioMels);
     if (!pre.ok) throw new Error(pre.message);
     const result = await this.scheduler.submit({
       reqId: `HEALTH_CHECK_${randomUUID().replace(/-/g, '')}`,

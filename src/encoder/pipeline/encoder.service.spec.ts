@@ -25,7 +25,13 @@ class GatedBackend extends EncoderBackend {
   forwards = 0;
   private gate?: { resolve: () => void; reject: (e: Error) => void };
   info(): Promise<ModelInfo> {
-    return Promise.resolve({ visionDim: DIM, audioDim: DIM, visionPath: 'v', audioPath: 'a' });
+    return Promise.resolve({
+      visionDim: DIM,
+      audioDim: DIM,
+      audioMels: 128,
+      visionPath: 'v',
+      audioPath: 'a',
+    });
   }
   async forward(task: ForwardTask): Promise<ForwardResult> {
     this.forwards++;
@@ -67,6 +73,7 @@ const preprocessed = (): PreprocessResult => ({
   rows: 16,
   grids: [[1, 4, 4]],
   featureLens: [],
+  windowTokens: [],
   tokens: TOKENS,
   ms: 1,
 });

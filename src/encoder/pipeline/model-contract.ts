@@ -1,7 +1,8 @@
 /**
  * The encoder model contract (DESIGN.md §6): Qwen2-VL's packed-patch layout for vision,
- * 16 kHz audio frames for audio. Preprocessing produces these shapes, the inference
- * worker feeds them, and any model in EPD_MODEL_PATH must accept them.
+ * Whisper log-mel windows for audio (Qwen2-Audio's tower). Preprocessing produces these
+ * shapes, the inference worker feeds them, and any model in EPD_MODEL_PATH /
+ * EPD_AUDIO_MODEL_PATH must accept them (checked at start-up).
  */
 export const PATCH_SIZE = 14;
 export const TEMPORAL_PATCH = 2;
@@ -9,9 +10,16 @@ export const MERGE = 2;
 export const CHANNELS = 3;
 /** One packed patch row: channels × temporal patch × 14 × 14 = 1176 values. */
 export const PATCH_DIM = CHANNELS * TEMPORAL_PATCH * PATCH_SIZE * PATCH_SIZE;
-/** Audio: 40 ms frames of 16 kHz mono. */
+/**
+ * Audio: 16 kHz mono in 30 s windows, each `input_features` float32 [n_mels, 3000]
+ * (n_mels from the model: 128 for Qwen2-Audio). The tower emits 750 rows per window, of
+ * which the first `((F − 1) // 2 + 1 − 2) // 2 + 1` are real for F valid mel frames.
+ */
 export const AUDIO_SAMPLE_RATE = 16_000;
-export const AUDIO_FRAME = 640;
+export const AUDIO_MEL_FRAMES = 3000;
+export const AUDIO_TOKENS_PER_WINDOW = 750;
+/** n_mels when the model does not declare it. */
+export const DEFAULT_N_MELS = 128;
 
 /** Which model a request needs: `vision` (image, video) or `audio`. */
 export type ModelKind = 'vision' | 'audio';

@@ -9,6 +9,7 @@ import { checkItemCount, checkPlan } from './request-caps';
 const task = (modality: PreprocessTask['modality'], items: Uint8Array[]): PreprocessTask => ({
   modality,
   items,
+  nMels: 128,
   minPixels: 3136,
   maxPixels: 1003520,
   maxVideoFrames: 8,
@@ -96,7 +97,8 @@ describe('lying headers', () => {
     const wav = lyingWav(1600, 16000);
     wav.writeUInt32LE(0xffffffff, 40); // data chunk "4 GB"
     expect(wavInfo(wav).frames).toBe(1600);
-    expect(audioTokens(1600, 16000)).toBe(3);
+    // 0.1 s: 10 mel frames → ((10 − 1) // 2 + 1 − 2) // 2 + 1 = 2 tokens.
+    expect(audioTokens(1600, 16000)).toBe(2);
   });
 
   it('plans a 260-frame canvas bomb from its header without decoding it', async () => {

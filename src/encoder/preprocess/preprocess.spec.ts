@@ -1,5 +1,5 @@
 import { PATCH_DIM } from '../pipeline/model-contract';
-import { audioFeatures, audioFrames, decodeWav, encodeWav, resample } from './audio';
+import { audioFeatures, decodeWav, encodeWav, resample } from './audio';
 import { IMAGE_MEAN, IMAGE_STD, patchify } from './patchify';
 import { roundHalfEven, smartResize, tokensForGrid } from './smart-resize';
 
@@ -162,13 +162,35 @@ describe('audio', () => {
     expect(crossings).toBeLessThan(1010);
   });
 
-  it('frames 16 kHz audio into 40 ms rows of 640, zero-padding the last', () => {
-    const { data, frames } = audioFrames(new Float32Array(1000).fill(0.25));
-    expect(frames).toBe(2);
-    expect(data.length).toBe(1280);
-    expect(data[999]).toBe(0.25);
-    expect(data[1000]).toBe(0);
-    expect(audioFeatures(encodeWav(new Float32Array(16000), 16000)).frames).toBe(25);
+  it('resamples band-limited: a tone above the new Nyquist is removed, not folded back; one below keeps its level', () => {
+    const rms = (x: Float32Array, from = 200, to = x.length - 200) => {
+      let s = 0;
+      for (let i = from; i < to; i++) s += x[i]! * x[i]!;
+      return Math.sqrt(s / (to - from));
+    };
+    // 12 kHz at 48 kHz: above 16 kHz's Nyquist (8 kHz). Linear interpolation would fold it
+    // to 4 kHz at most of its level; the filter leaves < 1% (−40 dB).
+    const high = tone(12000, 48000, 0.5);
+    expect(rms(resample(high, 48000, 16000)) / rms(high)).toBeLessThan(0.01);
+    // 1 kHz at 44.1 kHz and at an odd rate (quantised phases): level within 1%.
+    for (const rate of [44100, 44057]) {
+      const low = tone(1000, rate, 0.5);
+      expect(rms(resample(low, rate, 16000)) / rms(low)).toBeCloseTo(1, 2);
+    }
+  });
+
+  it('turns audio into 30 s Whisper log-mel windows, with Qwen2-Audio tokens per window', () => {
+    const oneSecond = audioFeatures(encodeWav(new Float32Array(16000).fill(0.1), 16000), 128);
+    expect(oneSecond).toMatchObject({ windows: 1, frames: [100], windowTokens: [25] });
+    expect(oneSecond.data.length).toBe(128 * 3000);
+    // 65 s: two full windows and 5 s (500 frames → 125 tokens).
+    const long = audioFeatures(encodeWav(new Float32Array(65 * 16000), 16000), 80);
+    expect(long).toMatchObject({
+      windows: 3,
+      frames: [3000, 3000, 500],
+      windowTokens: [750, 750, 125],
+    });
+    expect(long.data.length).toBe(3 * 80 * 3000);
   });
 
   it('names what is wrong with a bad file', () => {

@@ -10,6 +10,8 @@ export interface PreprocessTask {
   maxVideoFrames: number;
   /** No single decoded image or frame may be larger (sharp's limitInputPixels). */
   maxDecodedPixels: number;
+  /** Audio: mel bins of the audio model's input_features. */
+  nMels: number;
 }
 
 /**
@@ -34,13 +36,15 @@ export type PlanResult = MediaPlan | PreprocessFailed;
 export interface PreprocessOk {
   ok: true;
   kind: ModelKind;
-  /** Packed model input rows: patches (1176 wide) or audio frames (640 wide). */
+  /** Packed model input: patches (1176 wide rows) or audio windows (n_mels × 3000 each). */
   data: Float32Array;
   rows: number;
   /** Vision only: (t, h, w) per image or video, in patches. */
   grids: [number, number, number][];
-  /** Audio only: feature rows per item (SGLang's `audio_feature_lens`). */
+  /** Audio only: valid mel frames per 30 s window (SGLang's `audio_feature_lens`). */
   featureLens: number[];
+  /** Audio only: tokens per window (of the tower's 750 rows, the real ones). */
+  windowTokens: number[];
   /** Tokens the language model must reserve: embedding_len. */
   tokens: number;
   ms: number;
@@ -68,5 +72,11 @@ export function itemGrids(pre: PreprocessOk): number[][] {
 
 /** What the scheduler hands the backend for one preprocessed request. */
 export function forwardPart(pre: PreprocessOk): ForwardPart {
-  return { data: pre.data, rows: pre.rows, grids: pre.grids, tokens: pre.tokens };
+  return {
+    data: pre.data,
+    rows: pre.rows,
+    grids: pre.grids,
+    windowTokens: pre.windowTokens,
+    tokens: pre.tokens,
+  };
 }

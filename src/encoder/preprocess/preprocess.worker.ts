@@ -235,27 +235,40 @@ function failure(err: unknown): PreprocessResult & { ok: false } {
 function packed(data: Float32Array, grids: [number, number, number][]): PreprocessResult {
   const rows = data.length / PATCH_DIM;
   const tokens = grids.reduce((n, [t, h, w]) => n + tokensForGrid(t, h, w), 0);
-  return { ok: true, kind: 'vision', data, rows, grids, featureLens: [], tokens, ms: 0 };
+  return {
+    ok: true,
+    kind: 'vision',
+    data,
+    rows,
+    grids,
+    featureLens: [],
+    windowTokens: [],
+    tokens,
+    ms: 0,
+  };
 }
 
 function audio(task: PreprocessTask): PreprocessResult {
   const feats = task.items.map((buf, i) => {
     try {
-      return audioFeatures(buf);
+      return audioFeatures(buf, task.nMels);
     } catch (err) {
       throw new StageError('load', i, (err as Error).message);
     }
   });
-  const data = pack(feats.map((f) => f.data));
-  const rows = feats.reduce((n, f) => n + f.frames, 0);
+  const windowTokens = feats.flatMap((f) => f.windowTokens);
+  const tokens = windowTokens.reduce((n, t) => n + t, 0);
+  // Under 20 ms (3 mel frames) the tower has no output row to give.
+  if (tokens === 0) throw new StageError('process', 0, 'audio is too short: under 20 ms');
   return {
     ok: true,
     kind: 'audio',
-    data,
-    rows,
+    data: pack(feats.map((f) => f.data)),
+    rows: windowTokens.length,
     grids: [],
-    featureLens: feats.map((f) => f.frames),
-    tokens: rows,
+    featureLens: feats.flatMap((f) => f.frames),
+    windowTokens,
+    tokens,
     ms: 0,
   };
 }

@@ -28,16 +28,18 @@ export class Preprocessor implements OnModuleDestroy {
 
   /** Reads the media headers only: tokens, decoded pixels, frames, seconds (see MediaPlan). */
   plan(modality: Modality, items: Buffer[]): Promise<PlanResult> {
-    return this.pool.run(this.task(modality, items), { name: 'plan' }) as Promise<PlanResult>;
+    // Headers only: no features are computed, so the mel count does not matter.
+    return this.pool.run(this.task(modality, items, 0), { name: 'plan' }) as Promise<PlanResult>;
   }
 
-  run(modality: Modality, items: Buffer[]): Promise<PreprocessResult> {
-    return this.pool.run(this.task(modality, items)) as Promise<PreprocessResult>;
+  /** `nMels`: the audio model's mel bins (ModelInfo.audioMels). */
+  run(modality: Modality, items: Buffer[], nMels: number): Promise<PreprocessResult> {
+    return this.pool.run(this.task(modality, items, nMels)) as Promise<PreprocessResult>;
   }
 
-  private task(modality: Modality, items: Buffer[]): PreprocessTask {
+  private task(modality: Modality, items: Buffer[], nMels: number): PreprocessTask {
     const { minPixels, maxPixels, maxVideoFrames, maxDecodedPixels } = this.config.encoder;
-    return { modality, items, minPixels, maxPixels, maxVideoFrames, maxDecodedPixels };
+    return { modality, items, minPixels, maxPixels, maxVideoFrames, maxDecodedPixels, nMels };
   }
 
   async onModuleDestroy(): Promise<void> {

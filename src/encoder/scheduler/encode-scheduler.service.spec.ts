@@ -12,7 +12,13 @@ class FakeBackend extends EncoderBackend {
   auto = false;
 
   info(): Promise<ModelInfo> {
-    return Promise.resolve({ visionDim: 4, audioDim: 4, visionPath: '', audioPath: '' });
+    return Promise.resolve({
+      visionDim: 4,
+      audioDim: 4,
+      audioMels: 128,
+      visionPath: '',
+      audioPath: '',
+    });
   }
 
   forward(task: ForwardTask): Promise<ForwardResult> {
@@ -52,7 +58,7 @@ describe('EncodeScheduler', () => {
     reqId,
     kind: 'vision',
     fusable: true,
-    part: { data: new Float32Array(4), rows: 4, grids: [[1, 2, 2]], tokens: 1 },
+    part: { data: new Float32Array(4), rows: 4, grids: [[1, 2, 2]], windowTokens: [], tokens: 1 },
     deadline: Date.now() + 60_000,
     ...over,
   });
