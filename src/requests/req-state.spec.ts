@@ -1,13 +1,5 @@
 import { ReqState } from './req-state';
-
-const emb = (bytes: number) => ({
-  data: new Float32Array(bytes / 4),
-  tokens: bytes / 16,
-  dim: 4,
-  dtype: 'float32' as const,
-  bytes,
-  grid: [[1, 2, 2]],
-});
+import { stagedEmbedding as emb } from './testing';
 const at = (port: number) => ({ host: '127.0.0.1', port });
 
 describe('ReqState transitions', () => {

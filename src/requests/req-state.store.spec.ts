@@ -1,17 +1,11 @@
 import { Clock } from '../common/clock';
 import { loadConfig } from '../config/config.loader';
 import { ReqStateStore } from './req-state.store';
+import { stagedEmbedding } from './testing';
 
 describe('ReqStateStore', () => {
   let store: ReqStateStore;
-  const embedding = (bytes: number) => ({
-    data: new Float32Array(bytes / 4),
-    tokens: bytes / 16,
-    dim: 4,
-    dtype: 'float32' as const,
-    bytes,
-    grid: [[1, 2, 2]],
-  });
+  const embedding = stagedEmbedding;
 
   beforeEach(() => {
     jest.useFakeTimers();
