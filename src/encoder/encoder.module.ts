@@ -1,12 +1,12 @@
 import { Module } from '@nestjs/common';
 import { DeliveryModule } from '../delivery/delivery.module';
+import { MediaModule } from '../media/media.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { ProfilingModule } from '../profiling/profiling.module';
 import { RequestsModule } from '../requests/requests.module';
 import { EncoderBackend } from './backend/encoder-backend';
 import { OnnxWorkerBackend } from './backend/onnx-worker.backend';
 import { EncoderController } from './encoder.controller';
-import { MediaLoader } from './media/media-loader.service';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { EncodeStages } from './pipeline/encode-stages.service';
 import { EncoderMetrics } from './pipeline/encoder.metrics';
@@ -17,10 +17,9 @@ import { EncodeScheduler } from './scheduler/encode-scheduler.service';
 
 /** Validation, media loading, preprocessing, batching and the model: the encode pipeline. */
 @Module({
-  imports: [MetaRegistryModule, RequestsModule, DeliveryModule, ProfilingModule],
+  imports: [MetaRegistryModule, RequestsModule, DeliveryModule, ProfilingModule, MediaModule],
   controllers: [EncoderController],
   providers: [
-    MediaLoader,
     Preprocessor,
     { provide: EncoderBackend, useClass: OnnxWorkerBackend },
     EncodeScheduler,

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Errors } from '../../common/errors/error-catalogue';
 import { reqIdOf } from '../../common/req-id';
 import { reqIdSchema } from '../../meta-registry/meta.schema';
+import type { MediaItem } from '../../media/media-item';
 
 /** A receiver's TCP port. */
 const port = z.number().int().min(1).max(65535);
@@ -105,11 +106,6 @@ export const encodeRequestSchema = z
     timeout_ms: r.timeout_ms,
     deadline_ms: r.deadline_ms,
   }));
-
-export interface MediaItem {
-  url: string;
-  content_hash?: string;
-}
 
 export type EncodeRequest = z.output<typeof encodeRequestSchema>;
 

@@ -4,7 +4,7 @@ import { AppConfig } from '../../config/app-config';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { EncoderBackend } from '../backend/encoder-backend';
 import type { ModelInfo, StagingDtype } from '../backend/forward.types';
-import { MediaLoader } from '../media/media-loader.service';
+import { MediaLoader } from '../../media/media-loader.service';
 import {
   forwardPart,
   type PreprocessFailed,

@@ -6,7 +6,7 @@ import type { ProfilerService } from '../../profiling/profiler.service';
 import { ReqStateStore } from '../../requests/req-state.store';
 import { EncoderBackend } from '../backend/encoder-backend';
 import type { ForwardResult, ForwardTask, ModelInfo } from '../backend/forward.types';
-import type { MediaLoader } from '../media/media-loader.service';
+import type { MediaLoader } from '../../media/media-loader.service';
 import type { MediaPlan, PreprocessResult } from '../preprocess/preprocess.types';
 import type { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';

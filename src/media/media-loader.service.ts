@@ -6,9 +6,9 @@ import { get as httpsGet } from 'node:https';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { Injectable } from '@nestjs/common';
-import { Errors } from '../../common/errors/error-catalogue';
-import { AppConfig } from '../../config/app-config';
-import type { MediaItem } from '../pipeline/encode-request.schema';
+import { Errors } from '../common/errors/error-catalogue';
+import { AppConfig } from '../config/app-config';
+import type { MediaItem } from './media-item';
 import { isAllowedHost, isPrivateAddress } from './address-policy';
 
 class LoadError extends Error {}

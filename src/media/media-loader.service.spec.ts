@@ -3,7 +3,7 @@ import { mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../../config/config.loader';
+import { loadConfig } from '../config/config.loader';
 import { MediaLoader } from './media-loader.service';
 
 /** MediaLoader against a real HTTP server on 127.0.0.1 and real files (no mocks of the world). */
