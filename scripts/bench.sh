@@ -15,6 +15,7 @@ for arg in "$@"; do [ "$arg" = "--quick" ] && mode=(--quick); done
 node --expose-gc --max-old-space-size=8192 dist-bench/bench/registry-scaling.bench.js "${mode[@]}"
 node dist-bench/bench/wait-metadata.bench.js "${mode[@]}"
 node dist-bench/bench/encode-throughput.bench.js "${mode[@]}"
+node dist-bench/bench/encode-cost.bench.js "${mode[@]}"
 node dist-bench/bench/send-throughput.bench.js "${mode[@]}"
 node dist-bench/bench/http-body.bench.js "${mode[@]}"
 log "results in bench/results/"
