@@ -1,7 +1,10 @@
 // Nest 12 ships ESM only; @swc/jest compiles both our TS and @nestjs's ESM to CommonJS.
 const swc = JSON.parse(require('node:fs').readFileSync(`${__dirname}/.swcrc`, 'utf8'));
 const transform = { '^.+\\.(t|j|mj)s$': ['@swc/jest', { ...swc, swcrc: false }] };
-const transformIgnorePatterns = ['/node_modules/(?!(@nestjs)/)'];
+// ESM-only packages Jest must compile to CommonJS: Nest 12, and the wasm audio decoders.
+const transformIgnorePatterns = [
+  '/node_modules/(?!(@nestjs|@wasm-audio-decoders|codec-parser|@eshaz|simple-yenc)/)',
+];
 const common = {
   transform,
   transformIgnorePatterns,

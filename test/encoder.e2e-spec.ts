@@ -139,6 +139,29 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
     await call('release', { req_id: 'aud-2' });
   });
 
+  it('encodes FLAC and Ogg Vorbis as it encodes WAV, and refuses MP3 with a message that says so', async () => {
+    const fixture = (ext: string) =>
+      readFileSync(join(__dirname, 'fixtures', 'audio', `tone-1.5s-22k.${ext}`));
+    for (const [ext, mime] of [
+      ['flac', 'audio/flac'],
+      ['ogg', 'audio/ogg'],
+    ] as const) {
+      const r = await call(
+        'encode',
+        encodeBody(`aud-${ext}`, [dataUri(fixture(ext), mime)], 'audio'),
+      );
+      // 1.5 s: 150 mel frames → 37 tokens.
+      expect(r.response).toMatchObject({ embedding_len: 37, embedding_dim: 1024 });
+      await call('release', { req_id: `aud-${ext}` });
+    }
+    const mp3 = await call(
+      'encode',
+      encodeBody('aud-mp3', [dataUri(fixture('mp3'), 'audio/mpeg')], 'audio'),
+    );
+    expect(mp3.err).toMatchObject({ code: 400, type: 'load_failed' });
+    expect(mp3.err!.message).toContain('MP3 is not supported: send WAV, FLAC or Ogg Vorbis');
+  });
+
   it('encodes video from an animated image: two frames per temporal patch', async () => {
     const gif = await animatedGif(112, 112, 5);
     const r = await call('encode', encodeBody('vid-1', [dataUri(gif, 'image/gif')], 'video'));

@@ -1,18 +1,19 @@
 import { AUDIO_MEL_FRAMES, AUDIO_SAMPLE_RATE } from '../pipeline/model-contract';
+import {
+  AudioDecodeError,
+  MAX_SAMPLE_RATE,
+  MIN_SAMPLE_RATE,
+  type DecodedAudio,
+} from './audio-common';
+import { compressedFormat, compressedInfo, decodeCompressed } from './compressed-audio';
+
+export {
+  AudioDecodeError,
+  MAX_SAMPLE_RATE,
+  MIN_SAMPLE_RATE,
+  type DecodedAudio,
+} from './audio-common';
 import { WINDOW_SAMPLES, logMelWindow, qwen2AudioTokens, validFrames } from './whisper-mel';
-
-export class AudioDecodeError extends Error {}
-
-export interface DecodedAudio {
-  sampleRate: number;
-  channels: number;
-  /** Mono samples in [-1, 1]. */
-  samples: Float32Array;
-}
-
-/** The lowest and highest sample rates a WAV header may claim (a 1 Hz header is a bomb). */
-export const MIN_SAMPLE_RATE = 8000;
-export const MAX_SAMPLE_RATE = 192000;
 
 export interface WavInfo {
   format: number;
@@ -208,9 +209,21 @@ export interface AudioFeatures {
   windowTokens: number[];
 }
 
-/** WAV bytes → Whisper log-mel windows, as Qwen2-Audio's processor prepares them. */
-export function audioFeatures(wav: Uint8Array, nMels: number): AudioFeatures {
-  const decoded = decodeWav(wav);
+/** What the plan needs of any supported audio file, read from its headers and frames. */
+export function audioInfo(buf: Uint8Array): { sampleRate: number; frames: number } {
+  const format = compressedFormat(buf);
+  return format ? compressedInfo(buf, format) : wavInfo(buf);
+}
+
+/** Any supported file (WAV, FLAC, Ogg Vorbis) → mono samples at its own rate. */
+export async function decodeAudio(buf: Uint8Array): Promise<DecodedAudio> {
+  const format = compressedFormat(buf);
+  return format ? decodeCompressed(buf, format) : decodeWav(buf);
+}
+
+/** Audio bytes → Whisper log-mel windows, as Qwen2-Audio's processor prepares them. */
+export async function audioFeatures(file: Uint8Array, nMels: number): Promise<AudioFeatures> {
+  const decoded = await decodeAudio(file);
   const samples = resample(decoded.samples, decoded.sampleRate, AUDIO_SAMPLE_RATE);
   const lengths = windowLengths(samples.length);
   const size = nMels * AUDIO_MEL_FRAMES;

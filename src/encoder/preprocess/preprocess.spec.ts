@@ -1,5 +1,15 @@
 import { PATCH_DIM } from '../pipeline/model-contract';
-import { audioFeatures, decodeWav, encodeWav, resample } from './audio';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  audioFeatures,
+  audioInfo,
+  audioTokens,
+  decodeAudio,
+  decodeWav,
+  encodeWav,
+  resample,
+} from './audio';
 import { IMAGE_MEAN, IMAGE_STD, patchify } from './patchify';
 import { roundHalfEven, smartResize, tokensForGrid } from './smart-resize';
 
@@ -179,18 +189,53 @@ describe('audio', () => {
     }
   });
 
-  it('turns audio into 30 s Whisper log-mel windows, with Qwen2-Audio tokens per window', () => {
-    const oneSecond = audioFeatures(encodeWav(new Float32Array(16000).fill(0.1), 16000), 128);
+  it('turns audio into 30 s Whisper log-mel windows, with Qwen2-Audio tokens per window', async () => {
+    const oneSecond = await audioFeatures(encodeWav(new Float32Array(16000).fill(0.1), 16000), 128);
     expect(oneSecond).toMatchObject({ windows: 1, frames: [100], windowTokens: [25] });
     expect(oneSecond.data.length).toBe(128 * 3000);
     // 65 s: two full windows and 5 s (500 frames → 125 tokens).
-    const long = audioFeatures(encodeWav(new Float32Array(65 * 16000), 16000), 80);
+    const long = await audioFeatures(encodeWav(new Float32Array(65 * 16000), 16000), 80);
     expect(long).toMatchObject({
       windows: 3,
       frames: [3000, 3000, 500],
       windowTokens: [750, 750, 125],
     });
     expect(long.data.length).toBe(3 * 80 * 3000);
+  });
+
+  // 1.5 s of a 440 Hz tone at 22.05 kHz, encoded with Debian's flac and oggenc (committed
+  // fixtures; the decoders under test are the npm wasm ones).
+  const fixture = (ext: string) =>
+    readFileSync(join(__dirname, '../../../test/fixtures/audio', `tone-1.5s-22k.${ext}`));
+
+  it.each(['flac', 'ogg'])(
+    'decodes %s: its frames give the exact length before decoding, and the tone survives',
+    async (ext) => {
+      const file = fixture(ext);
+      const info = audioInfo(file);
+      expect(info).toMatchObject({ sampleRate: 22050, frames: 33075 });
+      const decoded = await decodeAudio(file);
+      expect(decoded.samples.length).toBe(info.frames);
+      // 440 Hz over 1.5 s: ~1320 zero crossings.
+      let crossings = 0;
+      const x = decoded.samples;
+      for (let i = 1; i < x.length; i++) if (x[i - 1]! < 0 !== x[i]! < 0) crossings++;
+      expect(crossings).toBeGreaterThan(1300);
+      expect(crossings).toBeLessThan(1340);
+      // The plan's tokens are the features' tokens: 1.5 s → 150 frames → 37.
+      expect(audioTokens(info.frames, info.sampleRate)).toBe(37);
+      expect((await audioFeatures(file, 128)).windowTokens).toEqual([37]);
+    },
+  );
+
+  it('refuses MP3 and a corrupt stream with a message that says which', async () => {
+    expect(() => audioInfo(fixture('mp3'))).toThrow(
+      'MP3 is not supported: send WAV, FLAC or Ogg Vorbis',
+    );
+    const flac = fixture('flac');
+    const cut = flac.subarray(0, 200); // STREAMINFO and nothing else
+    expect(() => audioInfo(cut)).toThrow(/no audio frames in the flac stream|unreadable flac/);
+    await expect(decodeAudio(Buffer.from('OggS but not really'))).rejects.toThrow(/Ogg|vorbis/);
   });
 
   it('names what is wrong with a bad file', () => {

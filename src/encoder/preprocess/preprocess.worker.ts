@@ -7,7 +7,7 @@ import {
 import { reclaimAfter } from '../workers/reclaim';
 import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
-import { AudioDecodeError, audioFeatures, audioTokens, wavInfo } from './audio';
+import { AudioDecodeError, audioFeatures, audioInfo, audioTokens } from './audio';
 import { patchify } from './patchify';
 import { resizeBicubicRgb } from './resample';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
@@ -191,7 +191,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     for (const [i, buf] of task.items.entries()) {
       let info;
       try {
-        info = wavInfo(buf);
+        info = audioInfo(buf);
       } catch (err) {
         throw new StageError('load', i, (err as Error).message);
       }
@@ -248,14 +248,15 @@ function packed(data: Float32Array, grids: [number, number, number][]): Preproce
   };
 }
 
-function audio(task: PreprocessTask): PreprocessResult {
-  const feats = task.items.map((buf, i) => {
+async function audio(task: PreprocessTask): Promise<PreprocessResult> {
+  const feats = [];
+  for (const [i, buf] of task.items.entries()) {
     try {
-      return audioFeatures(buf, task.nMels);
+      feats.push(await audioFeatures(buf, task.nMels));
     } catch (err) {
       throw new StageError('load', i, (err as Error).message);
     }
-  });
+  }
   const windowTokens = feats.flatMap((f) => f.windowTokens);
   const tokens = windowTokens.reduce((n, t) => n + t, 0);
   // Under 20 ms (3 mel frames) the tower has no output row to give.
@@ -281,7 +282,7 @@ export default async function preprocess(task: PreprocessTask): Promise<Preproce
         ? await images(task)
         : task.modality === 'video'
           ? await video(task)
-          : audio(task);
+          : await audio(task);
     if (!result.ok) return result;
     result.ms = performance.now() - started;
     // Decoded frames are about a quarter of the float pixel_values handed back.
