@@ -140,8 +140,10 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
   });
 
   it('encodes FLAC and Ogg Vorbis as it encodes WAV, and refuses MP3 with a message that says so', async () => {
-    const fixture = (ext: string) =>
-      readFileSync(join(__dirname, 'fixtures', 'audio', `tone-1.5s-22k.${ext}`));
+    const fixture = (name: string, ext = name) =>
+      readFileSync(
+        join(__dirname, 'fixtures', 'audio', `${ext === name ? 'tone-1.5s-22k' : name}.${ext}`),
+      );
     for (const [ext, mime] of [
       ['flac', 'audio/flac'],
       ['ogg', 'audio/ogg'],
@@ -154,6 +156,20 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
       expect(r.response).toMatchObject({ embedding_len: 37, embedding_dim: 1024 });
       await call('release', { req_id: `aud-${ext}` });
     }
+    // 119 KB of FLAC that decodes to 230 MB (300 s of 96 kHz stereo silence): refused from
+    // its frames, before a sample is decoded.
+    const bomb = await call(
+      'encode',
+      encodeBody(
+        'aud-bomb',
+        [dataUri(fixture('silence-300s-96k-stereo', 'flac'), 'audio/flac')],
+        'audio',
+      ),
+    );
+    expect(bomb.err).toMatchObject({ code: 413, type: 'limit_exceeded' });
+    expect(bomb.err!.message).toBe(
+      'request has 230400000 bytes of decoded audio, more than the limit of 134217728 (EPD_MAX_DECODED_AUDIO_BYTES)',
+    );
     const mp3 = await call(
       'encode',
       encodeBody('aud-mp3', [dataUri(fixture('mp3'), 'audio/mpeg')], 'audio'),

@@ -65,6 +65,7 @@ const plan: MediaPlan = {
   sourceFrames: 0,
   keptFrames: 0,
   audioSeconds: 0,
+  decodedAudioBytes: 0,
 };
 const preprocessed = (): PreprocessResult => ({
   ok: true,

@@ -210,7 +210,11 @@ export interface AudioFeatures {
 }
 
 /** What the plan needs of any supported audio file, read from its headers and frames. */
-export function audioInfo(buf: Uint8Array): { sampleRate: number; frames: number } {
+export function audioInfo(buf: Uint8Array): {
+  sampleRate: number;
+  frames: number;
+  channels: number;
+} {
   const format = compressedFormat(buf);
   return format ? compressedInfo(buf, format) : wavInfo(buf);
 }

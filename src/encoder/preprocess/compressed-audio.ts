@@ -35,6 +35,7 @@ export interface CompressedInfo {
   sampleRate: number;
   /** Samples per channel in the stream, from its frames. */
   frames: number;
+  channels: number;
 }
 
 /** Sample rate and length from the frames' headers (no decoding). */
@@ -53,6 +54,7 @@ export function compressedInfo(buf: Uint8Array, format: CompressedFormat): Compr
   });
   let frames = 0;
   let sampleRate = 0;
+  let channels = 0;
   try {
     for (const frame of parser.parseAll(buf)) {
       // Ogg pages carry codec frames; FLAC frames are their own codec frames.
@@ -60,6 +62,7 @@ export function compressedInfo(buf: Uint8Array, format: CompressedFormat): Compr
       for (const f of codecFrames) {
         frames += f.samples;
         sampleRate = f.header.sampleRate;
+        channels = Math.max(channels, f.header.channels);
       }
     }
   } catch (err) {
@@ -71,7 +74,7 @@ export function compressedInfo(buf: Uint8Array, format: CompressedFormat): Compr
       `sample rate ${sampleRate} Hz is outside ${MIN_SAMPLE_RATE}–${MAX_SAMPLE_RATE} Hz`,
     );
   }
-  return { format, sampleRate, frames };
+  return { format, sampleRate, frames, channels };
 }
 
 /** Decodes to mono (channels averaged), checking the length the plan read. */

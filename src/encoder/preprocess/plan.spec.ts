@@ -116,6 +116,7 @@ describe('request caps', () => {
     maxTokensPerRequest: 16384,
     maxDecodedPixels: 2 ** 27,
     maxAudioSeconds: 600,
+    maxDecodedAudioBytes: 2 ** 27,
   };
   const plan0: MediaPlan = {
     ok: true,
@@ -124,6 +125,7 @@ describe('request caps', () => {
     sourceFrames: 0,
     keptFrames: 0,
     audioSeconds: 0,
+    decodedAudioBytes: 0,
   };
   const refusal = (f: () => void): MMError => {
     try {
@@ -151,6 +153,10 @@ describe('request caps', () => {
     [
       { audioSeconds: 600.04 },
       'request has 600.04 seconds of audio, more than the limit of 600 (EPD_MAX_AUDIO_SECONDS)',
+    ],
+    [
+      { decodedAudioBytes: 2 ** 27 + 1 },
+      `request has ${2 ** 27 + 1} bytes of decoded audio, more than the limit of ${2 ** 27} (EPD_MAX_DECODED_AUDIO_BYTES)`,
     ],
   ])('refuses %j with 413 naming the cap and its variable', (over, message) => {
     const err = refusal(() => checkPlan({ ...plan0, ...over }, caps, 'r'));

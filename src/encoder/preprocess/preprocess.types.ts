@@ -29,6 +29,8 @@ export interface MediaPlan {
   sourceFrames: number;
   keptFrames: number;
   audioSeconds: number;
+  /** Audio: float32 bytes the decoder produces (native rate, every channel). */
+  decodedAudioBytes: number;
 }
 
 export type PlanResult = MediaPlan | PreprocessFailed;

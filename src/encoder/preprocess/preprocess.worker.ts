@@ -186,6 +186,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     sourceFrames: 0,
     keptFrames: 0,
     audioSeconds: 0,
+    decodedAudioBytes: 0,
   };
   if (task.modality === 'audio') {
     for (const [i, buf] of task.items.entries()) {
@@ -197,6 +198,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
       }
       plan.tokens += audioTokens(info.frames, info.sampleRate);
       plan.audioSeconds += info.frames / info.sampleRate;
+      plan.decodedAudioBytes += info.frames * info.channels * 4;
     }
   } else if (task.modality === 'image') {
     for (const [i, buf] of task.items.entries()) {

@@ -4,7 +4,11 @@ import type { MediaPlan } from './preprocess.types';
 
 type Caps = Pick<
   AppConfig['encoder'],
-  'maxItems' | 'maxTokensPerRequest' | 'maxDecodedPixels' | 'maxAudioSeconds'
+  | 'maxItems'
+  | 'maxTokensPerRequest'
+  | 'maxDecodedPixels'
+  | 'maxAudioSeconds'
+  | 'maxDecodedAudioBytes'
 >;
 
 /** Before anything is loaded: the item count (EPD_MAX_ITEMS). */
@@ -20,6 +24,12 @@ export function checkItemCount(items: number, caps: Caps, reqId: string): void {
 export function checkPlan(plan: MediaPlan, caps: Caps, reqId: string): void {
   const checks: [what: string, value: number, max: number, variable: string][] = [
     ['seconds of audio', plan.audioSeconds, caps.maxAudioSeconds, 'EPD_MAX_AUDIO_SECONDS'],
+    [
+      'bytes of decoded audio',
+      plan.decodedAudioBytes,
+      caps.maxDecodedAudioBytes,
+      'EPD_MAX_DECODED_AUDIO_BYTES',
+    ],
     ['decoded pixels', plan.decodedPixels, caps.maxDecodedPixels, 'EPD_MAX_DECODED_PIXELS'],
     ['tokens', plan.tokens, caps.maxTokensPerRequest, 'EPD_MAX_TOKENS_PER_REQUEST'],
   ];
