@@ -3,7 +3,7 @@ const swc = JSON.parse(require('node:fs').readFileSync(`${__dirname}/.swcrc`, 'u
 const transform = { '^.+\\.(t|j|mj)s$': ['@swc/jest', { ...swc, swcrc: false }] };
 // ESM-only packages Jest must compile to CommonJS: Nest 12, and the wasm audio decoders.
 const transformIgnorePatterns = [
-  '/node_modules/(?!(@nestjs|@wasm-audio-decoders|codec-parser|@eshaz|simple-yenc)/)',
+  '/node_modules/(?!(@nestjs|@wasm-audio-decoders|codec-parser|mpg123-decoder|@eshaz|simple-yenc)/)',
 ];
 const common = {
   transform,

@@ -208,7 +208,7 @@ describe('audio', () => {
   const fixture = (ext: string) =>
     readFileSync(join(__dirname, '../../../test/fixtures/audio', `tone-1.5s-22k.${ext}`));
 
-  it.each(['flac', 'ogg'])(
+  it.each(['flac', 'ogg', 'mp3'])(
     'decodes %s: its frames give the exact length before decoding, and the tone survives',
     async (ext) => {
       const file = fixture(ext);
@@ -228,10 +228,7 @@ describe('audio', () => {
     },
   );
 
-  it('refuses MP3 and a corrupt stream with a message that says which', async () => {
-    expect(() => audioInfo(fixture('mp3'))).toThrow(
-      'MP3 is not supported: send WAV, FLAC or Ogg Vorbis',
-    );
+  it('refuses a corrupt or truncated stream with a message that says which', async () => {
     const flac = fixture('flac');
     const cut = flac.subarray(0, 200); // STREAMINFO and nothing else
     expect(() => audioInfo(cut)).toThrow(/no audio frames in the flac stream|unreadable flac/);
