@@ -53,7 +53,9 @@ export function compressedInfo(buf: Uint8Array, format: CompressedFormat): Compr
     const head = Buffer.from(buf.subarray(0, 512)).toString('latin1');
     if (!head.includes('\x01vorbis')) {
       const codec = head.includes('OpusHead') ? 'Opus' : 'streams other than Vorbis';
-      throw new AudioDecodeError(`Ogg ${codec} is not supported: send Ogg Vorbis, FLAC or WAV`);
+      throw new AudioDecodeError(
+        `Ogg ${codec} is not supported: send Ogg Vorbis, FLAC, MP3 or WAV`,
+      );
     }
   }
   const parser = new CodecParser(MIME[format], { enableLogging: false });
