@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeWav } from '../src/encoder/preprocess/audio';
+import { encodeWav } from '../src/media/audio/wav';
 
 /**
  * Our audio features against transformers' WhisperFeatureExtractor (numpy path, written

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
-import { encodeWav } from '../../src/encoder/preprocess/audio';
+import { encodeWav } from '../../src/media/audio/wav';
 
 /** Real images made with sharp, so every test exercises the real decoders. */
 export async function image(

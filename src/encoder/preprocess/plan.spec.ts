@@ -1,7 +1,8 @@
 import sharp from 'sharp';
 import { canvasBombGif, lyingWav } from '../../../test/support/amplification';
 import { MMError } from '../../common/errors/mm-error';
-import { audioTokens, encodeWav, wavInfo } from './audio';
+import { encodeWav, wavInfo } from '../../media/audio/wav';
+import { audioTokens } from './audio';
 import preprocess, { plan } from './preprocess.worker';
 import type { MediaPlan, PreprocessTask } from './preprocess.types';
 import { checkItemCount, checkPlan } from './request-caps';

@@ -1,15 +1,9 @@
 import { PATCH_DIM } from '../pipeline/model-contract';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  audioFeatures,
-  audioInfo,
-  audioTokens,
-  decodeAudio,
-  decodeWav,
-  encodeWav,
-  resample,
-} from './audio';
+import { audioInfo, decodeAudio } from '../../media/audio/decode';
+import { decodeWav, encodeWav } from '../../media/audio/wav';
+import { audioFeatures, audioTokens, resample } from './audio';
 import { IMAGE_MEAN, IMAGE_STD, patchify } from './patchify';
 import { roundHalfEven, smartResize, tokensForGrid } from './smart-resize';
 

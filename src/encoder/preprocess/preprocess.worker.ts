@@ -7,7 +7,9 @@ import {
 import { reclaimAfter } from '../workers/reclaim';
 import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
-import { AudioDecodeError, audioFeatures, audioInfo, audioTokens } from './audio';
+import { AudioDecodeError } from '../../media/audio/common';
+import { audioInfo } from '../../media/audio/decode';
+import { audioFeatures, audioTokens } from './audio';
 import { patchify } from './patchify';
 import { resizeBicubicRgb } from './resample';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';

@@ -2,12 +2,7 @@ import { FLACDecoder } from '@wasm-audio-decoders/flac';
 import { OggVorbisDecoder } from '@wasm-audio-decoders/ogg-vorbis';
 import CodecParser from 'codec-parser';
 import { MPEGDecoder } from 'mpg123-decoder';
-import {
-  AudioDecodeError,
-  MAX_SAMPLE_RATE,
-  MIN_SAMPLE_RATE,
-  type DecodedAudio,
-} from './audio-common';
+import { AudioDecodeError, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, type DecodedAudio } from './common';
 
 /**
  * FLAC, Ogg Vorbis and MP3, beside WAV. Decoding uses the maintained WebAssembly decoders
