@@ -29,7 +29,7 @@ import { toBfloat16Array, toFloat16Array } from '../src/encoder/backend/half-pre
 import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { modelInputs } from '../src/encoder/backend/model-inputs';
 import { patchify } from '../src/encoder/preprocess/patchify';
-import { resizeBicubicRgb } from '../src/encoder/preprocess/resample';
+import { loadBicubicResampler } from '../src/encoder/preprocess/resample';
 import { smartResize } from '../src/encoder/preprocess/smart-resize';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { TcpEmbeddingSender } from '../src/transfer/tcp-sender.service';
@@ -79,6 +79,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
   const [h, w] = smartResize(meta.height, meta.width, 3136, 1003520);
   const decode = () => sharp(file).rotate().toColourspace('srgb').removeAlpha().raw().toBuffer();
   const rgb = await decode();
+  const resampler = await loadBicubicResampler();
   // The worker's rule: no resize at the grid size, libvips when both sides shrink, the
   // exact Pillow resampler when any side grows.
   const same = w === meta.width && h === meta.height;
@@ -91,7 +92,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
             .resize(w, h, { fit: 'fill', kernel: 'cubic' })
             .raw()
             .toBuffer()
-        : resizeBicubicRgb(rgb, meta.width, meta.height, w, h);
+        : resampler.resize(rgb, meta.width, meta.height, w, h);
   const resized = await resize();
   const pix = () => patchify([resized], h, w);
   const { data, grid } = pix();

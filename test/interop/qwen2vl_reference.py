@@ -52,20 +52,35 @@ def load_rgb(path):
     return image.convert("RGB")  # alpha ignored: the stored colour is kept
 
 
+def to_pil(array):
+    """image_transforms.to_pil_image for a uint8 channels-last array."""
+    return Image.fromarray(array.astype(np.uint8))
+
+
 def preprocess(path, min_pixels, max_pixels):
-    image = load_rgb(path)
-    width, height = image.size
+    """Qwen2VLImageProcessor._preprocess + preprocess, step for step, with its dtypes and copies:
+    every step below is one transformers takes, so the timing in bench/encode-cost is theirs too."""
+    image = load_rgb(path)  # convert_to_rgb
+    image = np.array(image)  # to_numpy_array (channels last)
+    height, width = image.shape[:2]
     h, w = smart_resize(height, width, min_pixels, max_pixels)
-    image = image.resize((w, h), resample=Image.BICUBIC)
-    pixels = np.asarray(image).astype(np.float64) * (1 / 255)
-    pixels = ((pixels - MEAN) / STD).astype(np.float32)
-    patches = pixels.transpose(2, 0, 1)[np.newaxis]  # (T=1, C, H, W)
-    patches = np.repeat(patches, TEMPORAL, axis=0)  # one image: the frame twice
+    # image_transforms.resize: through PIL and back, even at the same size.
+    image = np.array(to_pil(image).resize((w, h), resample=Image.BICUBIC))
+    # rescale: upcast to float64, scale, downcast to float32.
+    image = (image.astype(np.float64) * (1 / 255)).astype(np.float32)
+    # normalize: in the image's dtype (float32), channels last.
+    image = (image - MEAN.astype(np.float32)) / STD.astype(np.float32)
+    image = image.transpose(2, 0, 1)  # to_channel_dimension_format(FIRST)
+    patches = np.array([image])  # one image: (1, C, H, W)
+    patches = np.tile(patches, (TEMPORAL, 1, 1, 1))  # a still image: the frame twice
     c = patches.shape[1]
     gt, gh, gw = patches.shape[0] // TEMPORAL, h // PATCH, w // PATCH
     patches = patches.reshape(gt, TEMPORAL, c, gh // MERGE, MERGE, PATCH, gw // MERGE, MERGE, PATCH)
     patches = patches.transpose(0, 3, 6, 4, 7, 2, 1, 5, 8)
-    return patches.reshape(gt * gh * gw, c * TEMPORAL * PATCH * PATCH), [gt, gh, gw]
+    flat = patches.reshape(gt * gh * gw, c * TEMPORAL * PATCH * PATCH)
+    rows = []
+    rows.extend(flat)  # preprocess(): pixel_values.extend(patches), then np.array
+    return np.array(rows), [gt, gh, gw]
 
 
 def main():

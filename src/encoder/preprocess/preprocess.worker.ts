@@ -10,8 +10,8 @@ import { pack } from '../workers/pack';
 import { AudioDecodeError } from '../../media/audio/common';
 import { audioInfo } from '../../media/audio/decode';
 import { audioFeatures, audioTokens } from './audio';
-import { patchify } from './patchify';
-import { resizeBicubicRgb } from './resample';
+import { patchify, uninitializedFloat32 } from './patchify';
+import { loadBicubicResampler } from './resample';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
 
@@ -99,7 +99,7 @@ async function rgbFrame(
       throw new StageError('load', index, (err as Error).message);
     }
   }
-  return resizeBicubicRgb(data, info.width, info.height, w, h);
+  return (await loadBicubicResampler()).resize(data, info.width, info.height, w, h);
 }
 
 function resize(d: Decoded, task: PreprocessTask, index: number): [number, number] {
@@ -130,7 +130,7 @@ async function images(task: PreprocessTask): Promise<PreprocessResult> {
   for (const [i, buf] of task.items.entries())
     sizes.push(resize(await probe(buf, i, false), task, i));
   const rows = sizes.reduce((n, [h, w]) => n + (h / PATCH) * (w / PATCH), 0);
-  const data = new Float32Array(rows * PATCH_DIM);
+  const data = uninitializedFloat32(rows * PATCH_DIM); // each image's rows are all written
   const grids: [number, number, number][] = [];
   let offset = 0;
   for (const [i, buf] of task.items.entries()) {

@@ -1,22 +1,26 @@
-import { resizeBicubicRgb } from './resample';
+import { type BicubicResampler, loadBicubicResampler } from './resample';
 
 /**
  * Expected bytes come from Pillow 9.4 (`Image.fromarray(a).resize(size, Image.BICUBIC)`);
  * test/preprocess-fidelity.e2e-spec.ts compares against Pillow on every CI run.
  */
-describe('resizeBicubicRgb (Pillow BICUBIC, bit for bit)', () => {
+describe('BicubicResampler (Pillow BICUBIC, bit for bit)', () => {
+  let r: BicubicResampler;
+  beforeAll(async () => {
+    r = await loadBicubicResampler();
+  });
   // 4×3 RGB, values 0, 7, 14, … 245
   const src = Uint8Array.from({ length: 36 }, (_, i) => i * 7);
 
   it('shrinks one axis and stretches the other as Pillow does (4×3 → 6×2)', () => {
-    expect([...resizeBicubicRgb(src, 4, 3, 6, 2)]).toEqual([
+    expect([...r.resize(src, 4, 3, 6, 2)]).toEqual([
       26, 32, 39, 35, 42, 49, 51, 58, 65, 64, 71, 78, 80, 87, 94, 90, 97, 104, 141, 148, 155, 151,
       158, 165, 167, 174, 181, 180, 187, 194, 196, 203, 210, 206, 213, 220,
     ]);
   });
 
   it('upscales as Pillow does, sampling at (x + 0.5) / scale − 0.5 (4×3 → 3×5)', () => {
-    expect([...resizeBicubicRgb(src, 4, 3, 3, 5)]).toEqual([
+    expect([...r.resize(src, 4, 3, 3, 5)]).toEqual([
       0, 5, 12, 26, 33, 40, 53, 60, 67, 30, 37, 44, 58, 65, 72, 85, 92, 99, 88, 95, 102, 116, 123,
       130, 143, 150, 157, 146, 153, 160, 174, 181, 188, 201, 208, 215, 178, 185, 192, 206, 213, 220,
       233, 240, 247,
@@ -24,7 +28,7 @@ describe('resizeBicubicRgb (Pillow BICUBIC, bit for bit)', () => {
   });
 
   it('returns an unchanged size as is, and refuses a buffer that is not w × h RGB', () => {
-    expect(resizeBicubicRgb(src, 4, 3, 4, 3)).toBe(src);
-    expect(() => resizeBicubicRgb(src, 5, 3, 2, 2)).toThrow('source is not inW × inH RGB');
+    expect(r.resize(src, 4, 3, 4, 3)).toBe(src);
+    expect(() => r.resize(src, 5, 3, 2, 2)).toThrow('source is not inW × inH RGB');
   });
 });

@@ -1,3 +1,5 @@
+import { RESAMPLE_WAT } from './resample-kernels.wat';
+
 /**
  * Bicubic resize of packed RGB (uint8) that samples exactly as Pillow's `Image.resize(...,
  * BICUBIC)`, the resize transformers' Qwen2VLImageProcessor uses: so a real vision tower
@@ -11,12 +13,12 @@
  *   shrinking also filters (antialias);
  * - taps are normalised to sum 1, then converted to 22-bit fixed point, and each output
  *   is rounded and clipped to 0..255.
+ * The two passes run as WebAssembly SIMD (resample-kernels.wat.ts).
  * libvips (sharp) instead centres upscaling at `x / S − 0.5`, which moves the whole image
  * half an output pixel: the drift this module exists to remove.
  */
 
 const PRECISION_BITS = 32 - 8 - 2;
-const HALF = 1 << (PRECISION_BITS - 1);
 const ONE = 1 << PRECISION_BITS;
 const SUPPORT = 2;
 
@@ -63,94 +65,122 @@ function coefficients(inSize: number, outSize: number): Coeffs {
   return { ksize, bounds, taps };
 }
 
-const clip8 = (v: number) => (v >= ONE << 8 ? 255 : v <= 0 ? 0 : v >> PRECISION_BITS);
+/** wabt assembles the kernels once per thread; every resize gets its own memory. */
+let kernels: Promise<WebAssembly.Module> | undefined;
 
-/**
- * `src` is `inW × inH` packed RGB; returns `outW × outH` packed RGB. Sizes equal to the
- * input skip their pass, as Pillow does (an unchanged image is returned as is).
- */
-export function resizeBicubicRgb(
-  src: Uint8Array,
-  inW: number,
-  inH: number,
-  outW: number,
-  outH: number,
-): Uint8Array {
-  if (src.length !== inW * inH * 3) throw new RangeError('source is not inW × inH RGB');
-  const needH = outW !== inW;
-  const needV = outH !== inH;
-  if (!needH && !needV) return src;
-
-  const vert = coefficients(inH, outH);
-  // Only the source rows the vertical pass will read are resampled horizontally.
-  const firstRow = needV ? vert.bounds[0]! : 0;
-  const lastRow = needV ? vert.bounds[(outH - 1) * 2]! + vert.bounds[(outH - 1) * 2 + 1]! : inH;
-  const rows = needH ? horizontal(src, inW, firstRow, lastRow - firstRow, outW) : src;
-  if (!needV) return rows;
-  return vertical(rows, outW, outH, vert, needH ? firstRow : 0);
+async function compileKernels(): Promise<WebAssembly.Module> {
+  const wabt = await (await import('wabt')).default();
+  const parsed = wabt.parseWat('resample.wat', RESAMPLE_WAT, { simd: true });
+  try {
+    return new WebAssembly.Module(parsed.toBinary({}).buffer);
+  } finally {
+    parsed.destroy();
+  }
 }
 
-function horizontal(
-  src: Uint8Array,
-  inW: number,
-  firstRow: number,
-  rowCount: number,
-  outW: number,
-): Uint8Array {
-  const { ksize, bounds, taps } = coefficients(inW, outW);
-  const out = new Uint8Array(outW * rowCount * 3);
-  for (let y = 0; y < rowCount; y++) {
-    const rowIn = (y + firstRow) * inW * 3;
-    const rowOut = y * outW * 3;
-    for (let xx = 0; xx < outW; xx++) {
-      const xmin = bounds[xx * 2]!;
-      const n = bounds[xx * 2 + 1]!;
-      const k0 = xx * ksize;
-      let r = HALF;
-      let g = HALF;
-      let b = HALF;
-      let p = rowIn + xmin * 3;
-      // Int32 arithmetic, as in Pillow: |tap| < 2^22, so products and sums stay under 2^31.
-      // (Math.imul is inlined here, in a worker thread; called across realms, as from a
-      // Jest test, it is not, and the resize runs ~60x slower: test it through the CLI.)
-      for (let x = 0; x < n; x++, p += 3) {
-        const k = taps[k0 + x]!;
-        r = (r + Math.imul(src[p]!, k)) | 0;
-        g = (g + Math.imul(src[p + 1]!, k)) | 0;
-        b = (b + Math.imul(src[p + 2]!, k)) | 0;
-      }
-      const o = rowOut + xx * 3;
-      out[o] = clip8(r);
-      out[o + 1] = clip8(g);
-      out[o + 2] = clip8(b);
-    }
-  }
-  return out;
+/** The resampler, ready to use (the first call in a thread assembles it: ~30 ms). */
+export async function loadBicubicResampler(): Promise<BicubicResampler> {
+  kernels ??= compileKernels();
+  return new BicubicResampler(await kernels);
 }
 
-function vertical(
-  src: Uint8Array,
-  width: number,
-  outH: number,
-  { ksize, bounds, taps }: Coeffs,
-  rowOffset: number,
-): Uint8Array {
-  const stride = width * 3;
-  const out = new Uint8Array(stride * outH);
-  // Row by row into an accumulator: sequential reads, instead of walking columns.
-  const acc = new Int32Array(stride);
-  for (let yy = 0; yy < outH; yy++) {
-    const ymin = bounds[yy * 2]! - rowOffset;
-    const n = bounds[yy * 2 + 1]!;
-    const k0 = yy * ksize;
-    acc.fill(HALF);
-    for (let y = 0; y < n; y++) {
-      const k = taps[k0 + y]!;
-      const row = (ymin + y) * stride;
-      for (let i = 0; i < stride; i++) acc[i] = (acc[i]! + Math.imul(src[row + i]!, k)) | 0;
-    }
-    const rowOut = yy * stride;
-    for (let i = 0; i < stride; i++) out[rowOut + i] = clip8(acc[i]!);
+interface Kernels {
+  horizontal(...args: number[]): void;
+  vertical(...args: number[]): void;
+}
+
+const PAGE = 65536;
+/** Slack after each region: the kernels read and write up to 15 bytes past it. */
+const SLACK = 16;
+const align = (n: number) => Math.ceil(n / SLACK) * SLACK;
+/** Memory kept between resizes, per thread: enough for a 4K frame's three regions. */
+const KEEP_BYTES = 96 * 1024 * 1024;
+
+export class BicubicResampler {
+  private kept?: { memory: WebAssembly.Memory; k: Kernels };
+
+  constructor(private readonly module: WebAssembly.Module) {}
+
+  /**
+   * An instance whose memory holds \`bytes\`. Up to KEEP_BYTES the memory is kept for the
+   * next resize (fresh pages cost a page fault each: ~1.5 ms for a 1024×768 photo); a
+   * larger one is used once and left to the garbage collector, so a rare huge image does
+   * not pin its memory in the worker.
+   */
+  private instance(bytes: number): { memory: WebAssembly.Memory; k: Kernels } {
+    const pages = Math.ceil(bytes / PAGE);
+    if (bytes > KEEP_BYTES) return this.instantiate(pages);
+    const have = this.kept ? this.kept.memory.buffer.byteLength / PAGE : 0;
+    if (!this.kept) this.kept = this.instantiate(pages);
+    else if (have < pages) this.kept.memory.grow(pages - have);
+    return this.kept;
   }
+
+  private instantiate(pages: number): { memory: WebAssembly.Memory; k: Kernels } {
+    const memory = new WebAssembly.Memory({ initial: pages });
+    const k = new WebAssembly.Instance(this.module, { env: { memory } })
+      .exports as unknown as Kernels;
+    return { memory, k };
+  }
+
+  /**
+   * `src` is `inW × inH` packed RGB; returns `outW × outH` packed RGB. Sizes equal to the
+   * input skip their pass, as Pillow does (an unchanged image is returned as is). Only the
+   * source rows the vertical pass reads are resampled horizontally, as in Pillow.
+   */
+  resize(src: Uint8Array, inW: number, inH: number, outW: number, outH: number): Uint8Array {
+    if (src.length !== inW * inH * 3) throw new RangeError('source is not inW × inH RGB');
+    const needH = outW !== inW;
+    const needV = outH !== inH;
+    if (!needH && !needV) return src;
+
+    const vert = needV ? coefficients(inH, outH) : undefined;
+    const firstRow = vert ? vert.bounds[0]! : 0;
+    const lastRow = vert ? vert.bounds[(outH - 1) * 2]! + vert.bounds[(outH - 1) * 2 + 1]! : inH;
+    const rows = lastRow - firstRow;
+    const horiz = needH ? coefficients(inW, outW) : undefined;
+
+    // Layout: source rows | horizontal output | vertical output | coefficients.
+    const srcOff = 0;
+    const srcLen = rows * inW * 3;
+    const midOff = align(srcOff + srcLen + SLACK);
+    const midLen = needH ? rows * outW * 3 : 0;
+    const outOff = align(midOff + midLen + SLACK);
+    const outLen = needV ? outW * outH * 3 : 0;
+    let end = align(outOff + outLen + SLACK);
+    const place = (c: Coeffs | undefined) => {
+      if (!c) return { bounds: 0, taps: 0 };
+      const at = { bounds: end, taps: end + c.bounds.byteLength };
+      end = align(at.taps + c.taps.byteLength);
+      return at;
+    };
+    const hAt = place(horiz);
+    const vAt = place(vert);
+
+    const { memory, k } = this.instance(end);
+    const heap = new Uint8Array(memory.buffer);
+    const words = new Int32Array(memory.buffer);
+    heap.set(src.subarray(firstRow * inW * 3, lastRow * inW * 3), srcOff);
+    if (horiz) {
+      words.set(horiz.bounds, hAt.bounds / 4);
+      words.set(horiz.taps, hAt.taps / 4);
+      k.horizontal(srcOff, inW * 3, rows, outW, midOff, hAt.bounds, hAt.taps, horiz.ksize);
+      if (!vert) return copyOut(heap, midOff, midLen);
+    }
+    const v = vert!;
+    words.set(v.bounds, vAt.bounds / 4);
+    // The vertical pass reads rows relative to the first one copied.
+    for (let i = vAt.bounds / 4; i < vAt.bounds / 4 + outH * 2; i += 2)
+      words[i] = words[i]! - firstRow;
+    words.set(v.taps, vAt.taps / 4);
+    k.vertical(horiz ? midOff : srcOff, outW * 3, outH, outOff, vAt.bounds, vAt.taps, v.ksize);
+    return copyOut(heap, outOff, outLen);
+  }
+}
+
+/** A copy of memory that is overwritten at once (no zero fill first: every byte is set). */
+function copyOut(heap: Uint8Array, offset: number, length: number): Uint8Array {
+  const out = Buffer.allocUnsafeSlow(length);
+  out.set(heap.subarray(offset, offset + length));
   return out;
 }
