@@ -1,12 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
 import { natsCall, waitFor } from './support/calls';
+import { toFloat16Bits } from '../src/encoder/backend/half-precision';
 import type { FrameHeader } from '../src/transfer/frame';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
@@ -365,14 +366,21 @@ describe('TTL expiry (e2e)', () => {
 });
 
 describe('float16 staging (e2e)', () => {
-  it('halves embedding_size and sends a valid float16 frame', async () => {
+  it('halves embedding_size and sends the float32 embedding rounded to float16, bit for bit', async () => {
     const t = await startTestApp({ EPD_STAGING_DTYPE: 'float16' });
     const nc = await connect({ servers: sharedNatsUrl() });
     const got: FrameHeader[] = [];
-    const rx = await ReferenceReceiver.start({ onFrame: ({ header }) => void got.push(header) });
+    const bytes: Buffer[] = [];
+    const rx = await ReferenceReceiver.start({
+      onFrame: ({ header, data }) => {
+        got.push(header);
+        bytes.push(Buffer.from(data));
+      },
+    });
     try {
       const subject = (dp: string) => `${t.config.nats.subjectPrefix}.v1.${dp}`;
-      const item = dataUri(await image(112, 84), 'image/png');
+      const png = await image(112, 84);
+      const item = dataUri(png, 'image/png');
       const enc = await nc.request(
         subject('encode'),
         JSON.stringify({
@@ -410,6 +418,21 @@ describe('float16 staging (e2e)', () => {
           byte_length: 12 * 1024 * 2,
         }),
       ]);
+      // The float32 embedding of a bare ORT forward (epd-embed), rounded by the scalar
+      // reference: the staged halves must be exactly these.
+      const dir = mkdtempSync(join(tmpdir(), 'epd-f16-'));
+      writeFileSync(join(dir, 'in.png'), png);
+      execFileSync(process.execPath, [
+        'dist/cli/embed.js',
+        join(dir, 'in.png'),
+        '--npy',
+        join(dir, 'f32.npy'),
+      ]);
+      const npy = readFileSync(join(dir, 'f32.npy'));
+      const f32 = new Float32Array(npy.buffer.slice(npy.byteOffset + 10 + npy.readUInt16LE(8)));
+      const halves = new Uint16Array(bytes[0]!.buffer.slice(bytes[0]!.byteOffset));
+      expect(f32).toHaveLength(12 * 1024);
+      expect([...halves]).toEqual([...f32].map(toFloat16Bits));
     } finally {
       await rx.close();
       await nc.drain();

@@ -3,7 +3,6 @@ import {
   fromFloat16Bits,
   toBfloat16Array,
   toBfloat16Bits,
-  toFloat16Array,
   toFloat16Bits,
 } from './half-precision';
 
@@ -24,12 +23,11 @@ describe('float16 staging conversion', () => {
   it('rounds to nearest even and round-trips within half precision', () => {
     expect(toFloat16Bits(1 + 2 ** -11)).toBe(0x3c00); // tie → even (down)
     expect(toFloat16Bits(1 + 3 * 2 ** -11)).toBe(0x3c02); // tie → even (up)
-    const values = Float32Array.from({ length: 2000 }, (_, i) => Math.sin(i) * 10 ** ((i % 9) - 4));
-    const halves = toFloat16Array(values);
-    values.forEach((v, i) => {
-      const back = fromFloat16Bits(halves[i]!);
+    for (let i = 0; i < 2000; i++) {
+      const v = Math.fround(Math.sin(i) * 10 ** ((i % 9) - 4));
+      const back = fromFloat16Bits(toFloat16Bits(v));
       expect(Math.abs(back - v)).toBeLessThanOrEqual(Math.max(Math.abs(v) * 2 ** -11, 2 ** -25));
-    });
+    }
   });
 });
 
@@ -59,7 +57,9 @@ describe('bfloat16 staging conversion', () => {
   });
 });
 
-describe('array conversions (the fast paths) agree with the scalar ones bit for bit', () => {
+// float16 arrays are converted by ONNX Runtime (Float16Cast), which cannot make tensors in
+// Jest's realm: test/float16-cast.e2e-spec.ts checks it against toFloat16Bits.
+describe('the bfloat16 array conversion agrees with the scalar one bit for bit', () => {
   // Edge cases: zeros, subnormal halves, the normal/subnormal boundary, halfway ties,
   // the largest half, overflow, Inf and NaN, in both signs, plus a sweep of bit patterns.
   const edges = [
@@ -90,10 +90,6 @@ describe('array conversions (the fast paths) agree with the scalar ones bit for 
     [...all.keys()].filter((i) =>
       Number.isNaN(all[i]) ? (fast[i]! & quietNaN) !== quietNaN : fast[i] !== scalar(all[i]!),
     );
-
-  it('float16', () => {
-    expect(mismatches(toFloat16Array(all), toFloat16Bits, 0x7e00)).toEqual([]);
-  });
 
   it('bfloat16', () => {
     expect(mismatches(toBfloat16Array(all), toBfloat16Bits, 0x7fc0)).toEqual([]);

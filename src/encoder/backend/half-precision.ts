@@ -2,7 +2,10 @@ const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 const i32 = new Int32Array(f32.buffer);
 
-/** IEEE 754 binary16 bits of a float32 (round to nearest even), for float16 staging. */
+/**
+ * IEEE 754 binary16 bits of a float32 (round to nearest even): the scalar reference that
+ * float16 staging (Float16Cast, ONNX Runtime's Cast) is checked against.
+ */
 export function toFloat16Bits(value: number): number {
   f32[0] = value;
   const x = u32[0]!;
@@ -26,33 +29,6 @@ export function toFloat16Bits(value: number): number {
   const rem = mant & 0x1fff;
   if (rem > 0x1000 || (rem === 0x1000 && half & 1)) half++;
   return sign | half;
-}
-
-/**
- * float32 → float16 bits for a whole embedding (round to nearest even), on its integer
- * bits: normal results add the rounding bias and shift (F. Giesen's float_to_half_fast3
- * method), so the common path has no float arithmetic and one rare branch. Bit-identical
- * to toFloat16Bits (the spec checks it).
- */
-export function toFloat16Array(src: Float32Array): Uint16Array {
-  const out = new Uint16Array(src.length);
-  const bits = new Int32Array(src.buffer, src.byteOffset, src.length);
-  for (let i = 0; i < bits.length; i++) {
-    const x = bits[i]!;
-    const sign = (x >>> 16) & 0x8000;
-    const a = x & 0x7fffffff;
-    let h: number;
-    if (a >= 0x47800000) {
-      h = a > 0x7f800000 ? 0x7e00 : 0x7c00; // NaN stays NaN; overflow is ±Inf
-    } else if (a >= 0x38800000) {
-      // Normal half: rebias the exponent, add the rounding bias (+1 when the kept bits are odd).
-      h = (a + ((15 - 127) << 23) + 0xfff + ((a >>> 13) & 1)) >>> 13;
-    } else {
-      h = toFloat16Bits(src[i]!) & 0x7fff; // subnormal or zero: rare, exact path
-    }
-    out[i] = h | sign;
-  }
-  return out;
 }
 
 export function fromFloat16Bits(h: number): number {

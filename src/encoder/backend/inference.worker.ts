@@ -4,7 +4,8 @@ import { reclaimAfter } from '../workers/reclaim';
 import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
-import { toBfloat16Array, toFloat16Array } from './half-precision';
+import { Float16Cast } from './float16-cast';
+import { toBfloat16Array } from './half-precision';
 import { checkModelContract } from './model-contract-check';
 import { audioRows, melBins, modelInputs } from './model-inputs';
 import type {
@@ -99,12 +100,18 @@ function load() {
  */
 let scratch = new Float32Array(0);
 
-/** The staging dtype's bytes of a float32 slice (bfloat16 and float16 round to nearest even). */
-const STAGE: Record<StagingDtype, (values: Float32Array) => Float32Array | Uint16Array> = {
-  float32: (v) => v,
-  float16: toFloat16Array,
-  bfloat16: toBfloat16Array,
-};
+let float16: Promise<Float16Cast> | undefined;
+
+/** The staging dtype's values of float32 ones (bfloat16 and float16 round to nearest even). */
+async function stage(
+  dtype: StagingDtype,
+  values: Float32Array,
+): Promise<Float32Array | Uint16Array> {
+  if (dtype === 'float32') return values;
+  if (dtype === 'bfloat16') return toBfloat16Array(values);
+  float16 ??= Float16Cast.create();
+  return (await float16).convert(values);
+}
 
 /** The scratch buffer, grown to at least `length` values. */
 function scratchOf(length: number): Float32Array {
@@ -116,17 +123,25 @@ export async function info(): Promise<ModelInfo> {
   return (await load()).info;
 }
 
-/** Vision output [tokens, dim]: each request's rows, in order. */
-function visionOutputs(task: ForwardTask, dims: readonly number[], values: Float32Array) {
+/**
+ * Vision output [tokens, dim]: each request's rows, in order, in the staging dtype. The
+ * whole output is converted once; a lone request keeps it as it is (no copy: the output
+ * is a fresh buffer ORT made for this run), a fused batch gets a copy per request, so that
+ * each staged embedding owns its memory.
+ */
+async function visionOutputs(task: ForwardTask, dims: readonly number[], values: Float32Array) {
   const rows = Number(dims[0]);
   const dim = Number(dims[1]);
   const expected = task.parts.reduce((n, p) => n + p.tokens, 0);
   if (dims.length !== 2 || rows !== expected) throw Errors.tokenMismatch(rows, expected);
+  const staged = await stage(task.dtype, values);
+  const whole = staged.byteOffset === 0 && staged.byteLength === staged.buffer.byteLength;
+  if (task.parts.length === 1 && whole) return [{ data: staged, tokens: task.parts[0]!.tokens }];
   let offset = 0;
   return task.parts.map((p) => {
-    const slice = values.slice(offset * dim, (offset + p.tokens) * dim);
+    const data = staged.slice(offset * dim, (offset + p.tokens) * dim);
     offset += p.tokens;
-    return { data: STAGE[task.dtype](slice), tokens: p.tokens };
+    return { data, tokens: p.tokens };
   });
 }
 
@@ -134,16 +149,18 @@ function visionOutputs(task: ForwardTask, dims: readonly number[], values: Float
  * Audio output [windows, 750, dim]: per request, the real rows of each of its windows
  * (the first `windowTokens[w]`; the rest cover the window's zero padding).
  */
-function audioOutputs(task: ForwardTask, dims: readonly number[], values: Float32Array) {
+async function audioOutputs(task: ForwardTask, dims: readonly number[], values: Float32Array) {
   const windows = Number(dims[0]);
   const expected = task.parts.reduce((n, p) => n + p.windowTokens.length, 0);
   if (dims.length !== 3 || windows !== expected) throw Errors.tokenMismatch(windows, expected);
   let first = 0;
-  return task.parts.map((p) => {
+  const outputs = [];
+  for (const p of task.parts) {
     const rows = audioRows(values, dims, p.windowTokens, first);
     first += p.windowTokens.length;
-    return { data: STAGE[task.dtype](rows), tokens: p.tokens };
-  });
+    outputs.push({ data: await stage(task.dtype, rows), tokens: p.tokens });
+  }
+  return outputs;
 }
 
 /** One packed forward for every part (a fused batch), split back per request. */
@@ -168,8 +185,8 @@ export async function forward(task: ForwardTask): Promise<ForwardResult> {
   const values = tensor.data as Float32Array;
   const outputs =
     task.kind === 'vision'
-      ? visionOutputs(task, tensor.dims, values)
-      : audioOutputs(task, tensor.dims, values);
+      ? await visionOutputs(task, tensor.dims, values)
+      : await audioOutputs(task, tensor.dims, values);
   const dim = Number(tensor.dims.at(-1));
   reclaimAfter(input.byteLength + values.byteLength);
   return moveOut(
