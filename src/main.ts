@@ -6,6 +6,7 @@ import { configureApp, startApp } from './bootstrap';
 import { ConfigError, loadConfig } from './config/config.loader';
 import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
+import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
 
 async function main(): Promise<void> {
   let loaded;
@@ -41,6 +42,17 @@ async function main(): Promise<void> {
       const message = (err as Error).message;
       if (!message.startsWith(CONTRACT_ERROR_PREFIX)) return; // load errors: readiness reports them
       process.stderr.write(`epd-encoder: ${message}\n`);
+      await app.close().catch(() => undefined);
+      process.exit(78); // EX_CONFIG
+    });
+
+  // So is a shared metadata bucket whose settings conflict with ours (EPD_REGISTRY_STORE=jetstream).
+  app
+    .get(MetaStore)
+    .ready()
+    .catch(async (err: unknown) => {
+      if (!(err instanceof StoreConfigError)) return;
+      process.stderr.write(`epd-encoder: ${err.message}\n`);
       await app.close().catch(() => undefined);
       process.exit(78); // EX_CONFIG
     });

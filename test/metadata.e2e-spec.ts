@@ -3,10 +3,12 @@ import { ClientProxyFactory, Transport, type ClientProxy } from '@nestjs/microse
 import { firstValueFrom, timeout } from 'rxjs';
 import { natsCall } from './support/calls';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
+import { freshBucket } from './support/kv-registry';
 
 const META = { embedding_size: 4096 * 64, embedding_len: 64, embedding_dim: 1024 };
 
-describe('metadata over NATS (e2e)', () => {
+// Every store behaves the same to a caller: the memory store, and the shared JetStream KV.
+describe.each(['memory', 'jetstream'])('metadata over NATS (e2e, %s store)', (store) => {
   let t: TestApp;
   let nc: NatsConnection;
   let subject: (dp: string) => string;
@@ -16,7 +18,7 @@ describe('metadata over NATS (e2e)', () => {
     (await natsCall(nc, t, dp, data, { timeout })) as Record<string, unknown>;
 
   beforeAll(async () => {
-    t = await startTestApp();
+    t = await startTestApp({ EPD_REGISTRY_STORE: store, EPD_KV_BUCKET: freshBucket('meta') });
     nc = await connect({ servers: sharedNatsUrl() });
     subject = (dp) => `${t.config.nats.subjectPrefix}.v1.${dp}`;
   });

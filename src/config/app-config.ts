@@ -9,6 +9,7 @@ export abstract class AppConfig implements EpdConfigShape {
   abstract readonly http: EpdConfigShape['http'];
   abstract readonly timeouts: EpdConfigShape['timeouts'];
   abstract readonly registry: EpdConfigShape['registry'];
+  abstract readonly instance: EpdConfigShape['instance'];
   abstract readonly encoder: EpdConfigShape['encoder'];
   abstract readonly media: EpdConfigShape['media'];
   abstract readonly transfer: EpdConfigShape['transfer'];

@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -40,6 +42,19 @@ export const configSchema = z.object({
     maxEntries: positiveInt,
     maxWaiters: positiveInt,
     sweepIntervalMs: positiveInt,
+    kvBucket: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]+$/, 'must be a JetStream KV bucket name (letters, digits, _ and -)'),
+    kvReplicas: z.coerce.number().int().min(1).max(5),
+  }),
+  instance: z.object({
+    // A subject token: the instance answers <prefix>.v1.inst.<id>.<dp_type>.
+    id: z.preprocess(
+      (v) => (v === '' || v === undefined ? defaultInstanceId() : v),
+      z
+        .string()
+        .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or - (a subject token)'),
+    ),
   }),
   encoder: z.object({
     maxBatchSize: positiveInt,
@@ -119,6 +134,9 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_REGISTRY_MAX_ENTRIES: ['registry', 'maxEntries'],
   EPD_REGISTRY_MAX_WAITERS: ['registry', 'maxWaiters'],
   EPD_REGISTRY_SWEEP_INTERVAL_MS: ['registry', 'sweepIntervalMs'],
+  EPD_KV_BUCKET: ['registry', 'kvBucket'],
+  EPD_KV_REPLICAS: ['registry', 'kvReplicas'],
+  EPD_INSTANCE_ID: ['instance', 'id'],
   EPD_MAX_BATCH_SIZE: ['encoder', 'maxBatchSize'],
   EPD_MAX_PENDING: ['encoder', 'maxPending'],
   EPD_STAGING_MAX_BYTES: ['encoder', 'stagingMaxBytes'],
@@ -158,3 +176,12 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
 
 /** Env vars read elsewhere (not config keys), so that they are not reported as unknown. */
 export const OTHER_ENV = new Set(['EPD_CONFIG']);
+
+/** host-pid-random, reduced to a subject token: unique per process, readable in logs. */
+function defaultInstanceId(): string {
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9_-]/g, '-')
+      .slice(0, 32) || 'host';
+  return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
+}

@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
+import { NatsConnectionService } from '../transport/nats-connection.service';
+import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaRegistry } from './meta-registry.service';
 import { MetaStore } from './meta-store';
@@ -11,15 +13,11 @@ import { MetadataService } from './metadata.service';
   providers: [
     {
       provide: MetaStore,
-      inject: [AppConfig],
-      useFactory: (config: AppConfig): MetaStore => {
-        if (config.registry.store === 'jetstream') {
-          throw new Error(
-            'registry.store (EPD_REGISTRY_STORE): "jetstream" is not available in this build; use "memory"',
-          );
-        }
-        return new MemoryMetaStore(config.registry.maxEntries);
-      },
+      inject: [AppConfig, NatsConnectionService],
+      useFactory: (config: AppConfig, nats: NatsConnectionService): MetaStore =>
+        config.registry.store === 'jetstream'
+          ? new JetStreamMetaStore(nats, config)
+          : new MemoryMetaStore(config.registry.maxEntries),
     },
     MetaRegistry,
     MetadataService,

@@ -1,9 +1,17 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { Observable, Subject, TimeoutError, firstValueFrom, throwError, timeout } from 'rxjs';
+import {
+  Observable,
+  Subject,
+  TimeoutError,
+  firstValueFrom,
+  throwError,
+  timeout,
+  type Subscription,
+} from 'rxjs';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
-import { MetaStore, type StoredMeta } from './meta-store';
+import { MetaStore, type Owner, type StoredMeta } from './meta-store';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
 
 export interface WaitOptions {
@@ -62,6 +70,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
   private pending = 0;
   private closed = false;
   private sweepTimer?: NodeJS.Timeout;
+  private changes?: Subscription;
   private sweeping = false;
   private readonly counters: Omit<RegistryCounters, 'cancelled'> = {
     publishes: 0,
@@ -84,26 +93,46 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
   onModuleInit(): void {
     this.sweepTimer = setInterval(() => void this.sweep(), this.config.registry.sweepIntervalMs);
     this.sweepTimer.unref();
+    // A shared store reports puts made anywhere (this process's included, which find
+    // their slots already answered): each wakes only the waiters of its own req_id.
+    this.changes = this.store.changes?.subscribe((record) => this.wake(record));
   }
 
   onModuleDestroy(): void {
     this.close();
   }
 
-  async publish(reqId: string, metadata: MetaPayload, partIdx?: number): Promise<void> {
+  /** `owner`: set by the encoder that stages the embedding (owner routing). */
+  async publish(
+    reqId: string,
+    metadata: MetaPayload,
+    partIdx?: number,
+    owner?: Owner,
+  ): Promise<void> {
     if (this.closed) throw Errors.shuttingDown(reqId);
-    const record: StoredMeta = { reqId, partIdx, metadata, publishedAt: this.clock.now() };
+    const record: StoredMeta = {
+      reqId,
+      partIdx,
+      metadata,
+      publishedAt: this.clock.now(),
+      ...(owner ? { owner } : {}),
+    };
     await this.store.put(record);
     this.counters.publishes++;
     if (isErrorMeta(metadata)) this.counters.errorPublishes++;
-    const slot = this.slots.get(reqId);
+    this.wake(record);
+  }
+
+  /** Answers every current waiter of the record's req_id. */
+  private wake(record: StoredMeta): void {
+    const slot = this.slots.get(record.reqId);
     if (!slot) return;
-    // Every current waiter is answered by this publish, so the slot ends here; a later
-    // waiter starts a new one (and finds this record in the store).
-    this.slots.delete(reqId);
+    // Every current waiter is answered by this record, so the slot ends here; a later
+    // waiter starts a new one (and finds the record in the store).
+    this.slots.delete(record.reqId);
     this.counters.resolved += slot.waiters;
-    if (isErrorMeta(metadata)) {
-      slot.subject.error(Errors.publishedError(metadata.error, reqId));
+    if (isErrorMeta(record.metadata)) {
+      slot.subject.error(Errors.publishedError(record.metadata.error, record.reqId));
     } else {
       slot.subject.next(record);
       slot.subject.complete();
@@ -244,6 +273,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.sweepTimer);
+    this.changes?.unsubscribe();
     const failing = [...this.slots.values()];
     this.slots.clear();
     for (const slot of failing) {

@@ -1,4 +1,11 @@
+import type { Observable } from 'rxjs';
 import type { MetaPayload } from './meta.schema';
+
+/** The instance (and, with DP, the rank) that holds a request's staged embedding. */
+export interface Owner {
+  instance: string;
+  rank?: number;
+}
 
 export interface StoredMeta {
   reqId: string;
@@ -6,7 +13,12 @@ export interface StoredMeta {
   metadata: MetaPayload;
   /** Epoch ms of the last write; the TTL counts from here. */
   publishedAt: number;
+  /** Set by the encoder that staged the embedding: calls for it are routed there. */
+  owner?: Owner;
 }
+
+/** A store that cannot be used with this configuration: the process refuses to start. */
+export class StoreConfigError extends Error {}
 
 export interface StoreStats {
   entries: number;
@@ -16,9 +28,20 @@ export interface StoreStats {
 /**
  * Where published metadata lives: the DI token for the pluggable store. The registry
  * owns the waiting (per-req_id subjects); a store only keeps records and their TTL.
- * Implementations: in-memory (default), and later NATS JetStream KV.
+ * Implementations: in-memory (default, one process), and NATS JetStream KV (shared).
  */
 export abstract class MetaStore {
+  /**
+   * Records put by any process sharing this store, as they land (a private store has
+   * none: its puts are all this process's own, and the registry sees those directly).
+   */
+  readonly changes?: Observable<StoredMeta>;
+
+  /** Resolves once the store is usable; rejects with StoreConfigError if it never can be. */
+  ready(): Promise<void> {
+    return Promise.resolve();
+  }
+
   abstract get(reqId: string): Promise<StoredMeta | undefined>;
   /** Last write wins. Rejects with a 507 MMError when the store is at its bound. */
   abstract put(record: StoredMeta): Promise<void>;

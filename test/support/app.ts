@@ -4,6 +4,7 @@ import { AppModule } from '../../src/app.module';
 import { configureApp, startApp } from '../../src/bootstrap';
 import { AppConfig } from '../../src/config/app-config';
 import { loadConfig } from '../../src/config/config.loader';
+import { MetaStore } from '../../src/meta-registry/meta-store';
 import { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
 
 export interface TestApp {
@@ -48,8 +49,10 @@ export async function startTestApp(
   const app = moduleRef.createNestApplication({ bufferLogs: true, bodyParser: false });
   configureApp(app, { shutdownHooks: false });
   const { httpUrl, natsReady } = await startApp(app);
-  if (options.waitForNats !== false) await natsReady;
-  else natsReady.catch(() => undefined);
+  if (options.waitForNats !== false) {
+    await natsReady;
+    await app.get(MetaStore).ready(); // a shared store: its bucket open and watched
+  } else natsReady.catch(() => undefined);
   return {
     app,
     config,

@@ -25,6 +25,15 @@ export const Errors = {
       reqId,
       'registry_full',
     ),
+  storeUnavailable: (store: string, reason: string, reqId?: string) =>
+    new MMError(`metadata store ${store} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
+  ownerGone: (owner: string, reqId: string) =>
+    new MMError(
+      `owner instance ${owner} of req_id=${reqId} is gone; the staged embedding is lost`,
+      503,
+      reqId,
+      'owner_gone',
+    ),
   waitCancelled: (reqId?: string) =>
     new MMError('metadata wait cancelled', 499, reqId, 'wait_cancelled'),
   unknownReqId: (reqId: string) =>

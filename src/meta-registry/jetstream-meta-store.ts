@@ -1,0 +1,266 @@
+import { Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import type { QueuedIterator } from '@nats-io/nats-core';
+import { Subject } from 'rxjs';
+import { backoffMs, sleep } from '../common/backoff';
+import { Errors } from '../common/errors/error-catalogue';
+import { MMError } from '../common/errors/mm-error';
+import type { AppConfig } from '../config/app-config';
+import type { NatsConnectionService } from '../transport/nats-connection.service';
+import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
+import { MetaStore, StoreConfigError, type StoreStats, type StoredMeta } from './meta-store';
+
+const STORE = 'jetstream';
+/** A JetStream API call's own bound; a wait is bounded by its deadline as well. */
+const API_TIMEOUT_MS = 5_000;
+
+/**
+ * The registry's records in a JetStream KV bucket (EPD_REGISTRY_STORE=jetstream), shared
+ * by every instance on the NATS cluster and kept across restarts.
+ *
+ * - Keys: kv-codec.ts (any req_id, reversibly). Values: the record as JSON, with its owner.
+ * - TTL: the bucket's max age is EPD_SEND_TIMEOUT_MS (nats-server 2.9 has no per-message
+ *   TTL), so the server expires entries; `expire()` has nothing to do.
+ * - Bound: the stream's max_msgs is EPD_REGISTRY_MAX_ENTRIES with discard-new, so a put
+ *   beyond it is refused (507) cluster-wide, as the memory store does per process.
+ * - One watcher per process (`changes`), from the last revision it saw after a reconnect
+ *   or a lost consumer, so no put is missed; the registry wakes only that key's waiters.
+ * - NATS down: every call fails at once with 503 naming the store, never at a deadline.
+ */
+export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdown {
+  private readonly logger = new Logger('JetStreamMetaStore');
+  override readonly changes = new Subject<StoredMeta>();
+  private kv?: KV;
+  private jsm?: JetStreamManager;
+  private opening?: Promise<KV>;
+  private watcher?: QueuedIterator<KvWatchEntry>;
+  private lastRevision = 0;
+  /** Whether a watcher runs (puts made from now on reach `changes`). */
+  private watching = false;
+  private closed = false;
+  private readonly stopping = new AbortController();
+  private readyResolve!: () => void;
+  private readyReject!: (err: Error) => void;
+  private readonly readyPromise = new Promise<void>((resolve, reject) => {
+    this.readyResolve = resolve;
+    this.readyReject = reject;
+  });
+
+  constructor(
+    private readonly nats: NatsConnectionService,
+    private readonly config: AppConfig,
+  ) {
+    super();
+    // Unobserved until main.ts (or a test) asks: a config error must not be unhandled.
+    this.readyPromise.catch(() => undefined);
+    void this.start();
+  }
+
+  override ready(): Promise<void> {
+    return this.readyPromise;
+  }
+
+  get bucketName(): string {
+    return this.config.registry.kvBucket;
+  }
+
+  /**
+   * Opens the bucket once NATS is up (it may not be at start; JetStream may come later
+   * too), then watches it. Settings that conflict with an existing bucket are final.
+   */
+  private async start(): Promise<void> {
+    for (let attempt = 1; !this.closed; attempt++) {
+      try {
+        await this.nats.connection();
+        await this.bucket();
+        break;
+      } catch (err) {
+        if (err instanceof StoreConfigError) {
+          this.logger.error(err.message);
+          this.readyReject(err);
+          return;
+        }
+        if (this.closed) return;
+        const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
+        this.logger.warn(
+          { bucket: this.bucketName, err: (err as Error).message, retryInMs: delay },
+          'cannot open the KV bucket yet; retrying',
+        );
+        await sleep(delay, this.stopping.signal).catch(() => undefined);
+      }
+    }
+    await this.watchLoop();
+  }
+
+  /** The bucket, created if missing, its settings checked against ours. */
+  private async bucket(): Promise<KV> {
+    if (this.kv) return this.kv;
+    this.opening ??= this.open().finally(() => (this.opening = undefined));
+    return this.opening;
+  }
+
+  private async open(): Promise<KV> {
+    const nc = await this.nats.connection();
+    const { kvBucket, kvReplicas, maxEntries } = this.config.registry;
+    const ttl = this.config.timeouts.sendTimeoutMs;
+    const js = jetstream(nc, { timeout: API_TIMEOUT_MS });
+    const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
+    const stream = `KV_${kvBucket}`;
+    const existing = await jsm.streams.info(stream).catch((err: Error) => {
+      if (/stream not found/i.test(err.message)) return undefined;
+      throw err;
+    });
+    const kv = await new Kvm(js).create(kvBucket, { history: 1, ttl, replicas: kvReplicas });
+    if (!existing) {
+      // KV options have no message cap: set it on the stream the bucket just created.
+      const info = await jsm.streams.info(stream);
+      await jsm.streams.update(stream, { ...info.config, max_msgs: maxEntries });
+      this.logger.log({ bucket: kvBucket, ttlMs: ttl, replicas: kvReplicas }, 'created KV bucket');
+    } else {
+      const c = existing.config;
+      const have = {
+        ttlMs: Math.round(c.max_age / 1e6),
+        replicas: c.num_replicas,
+        history: c.max_msgs_per_subject,
+        maxEntries: c.max_msgs,
+      };
+      const want = { ttlMs: ttl, replicas: kvReplicas, history: 1, maxEntries };
+      const wrong = (Object.keys(want) as (keyof typeof want)[]).filter((k) => have[k] !== want[k]);
+      if (wrong.length > 0) {
+        throw new StoreConfigError(
+          `KV bucket ${kvBucket} exists with other settings (${wrong
+            .map((k) => `${k} ${have[k]}, want ${want[k]}`)
+            .join('; ')}): EPD_SEND_TIMEOUT_MS, EPD_KV_REPLICAS and EPD_REGISTRY_MAX_ENTRIES ` +
+            `must match every instance sharing it; delete the bucket or use another EPD_KV_BUCKET`,
+        );
+      }
+    }
+    this.jsm = jsm;
+    this.kv = kv;
+    return kv;
+  }
+
+  /**
+   * The bucket for a call, or a fast 503: NATS not connected, or the store not started
+   * yet (a read before the watcher runs could miss a put that lands in between).
+   */
+  private connected(reqId?: string): KV {
+    if (this.closed) throw Errors.shuttingDown(reqId);
+    const state = this.nats.state;
+    if (state !== 'connected') throw Errors.storeUnavailable(STORE, `NATS is ${state}`, reqId);
+    if (!this.kv || !this.watching) {
+      throw Errors.storeUnavailable(STORE, `KV bucket ${this.bucketName} is not open yet`, reqId);
+    }
+    return this.kv;
+  }
+
+  private unavailable(err: unknown, reqId?: string): MMError {
+    if (err instanceof MMError) return err;
+    return Errors.storeUnavailable(STORE, (err as Error).message, reqId);
+  }
+
+  override async get(reqId: string): Promise<StoredMeta | undefined> {
+    const kv = this.connected(reqId);
+    try {
+      const entry = await kv.get(keyOf(reqId));
+      return entry?.operation === 'PUT' ? decodeRecord(reqId, entry.value) : undefined;
+    } catch (err) {
+      throw this.unavailable(err, reqId);
+    }
+  }
+
+  override async put(record: StoredMeta): Promise<void> {
+    const kv = this.connected(record.reqId);
+    try {
+      await kv.put(keyOf(record.reqId), encodeRecord(record));
+    } catch (err) {
+      if (/maximum messages/i.test((err as Error).message)) {
+        throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
+      }
+      throw this.unavailable(err, record.reqId);
+    }
+  }
+
+  /**
+   * A stream purge of the key's subject, not a KV delete or purge: those leave a marker
+   * message that counts against the bucket's message cap until it ages out.
+   */
+  override async delete(reqId: string): Promise<boolean> {
+    this.connected(reqId);
+    try {
+      const { purged } = await this.jsm!.streams.purge(`KV_${this.bucketName}`, {
+        filter: `$KV.${this.bucketName}.${keyOf(reqId)}`,
+      });
+      return purged > 0;
+    } catch (err) {
+      throw this.unavailable(err, reqId);
+    }
+  }
+
+  /** The bucket's max age expires entries on the server. */
+  override expire(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
+
+  override async stats(): Promise<StoreStats> {
+    const kv = this.connected();
+    try {
+      const status = await kv.status();
+      const first = status.streamInfo.state.first_ts;
+      return {
+        entries: status.values,
+        oldestPublishedAt: status.values > 0 && first ? new Date(first).getTime() : undefined,
+      };
+    } catch (err) {
+      throw this.unavailable(err);
+    }
+  }
+
+  /**
+   * The process's one watcher. nats.js' ordered consumer already heals gaps; when it ends
+   * anyway (consumer lost, server restarted), a new one starts after the last revision
+   * seen, so a put made meanwhile is still delivered.
+   */
+  private async watchLoop(): Promise<void> {
+    let attempt = 0;
+    while (!this.closed) {
+      try {
+        const kv = await this.bucket();
+        const resume = this.lastRevision > 0 ? this.lastRevision + 1 : 0;
+        const watcher = await kv.watch({
+          ignoreDeletes: true,
+          ...(resume > 0 ? { resumeFromRevision: resume } : { include: 'updates' as const }),
+        });
+        this.watcher = watcher;
+        this.watching = true;
+        this.readyResolve();
+        attempt = 0;
+        for await (const e of watcher) {
+          this.lastRevision = e.revision;
+          if (e.operation !== 'PUT') continue;
+          const reqId = reqIdOf(e.key);
+          if (reqId === undefined) continue; // not one of ours
+          const record = decodeRecord(reqId, e.value);
+          if (record) this.changes.next(record);
+        }
+      } catch (err) {
+        if (this.closed) return;
+        this.logger.warn(
+          { err: (err as Error).message, resumeAfterRevision: this.lastRevision },
+          'KV watcher stopped; restarting it',
+        );
+      }
+      if (this.closed) return;
+      const delay = backoffMs(++attempt, { baseMs: 100, maxMs: 2_000, jitter: 0.5 });
+      await sleep(delay, this.stopping.signal).catch(() => undefined);
+    }
+  }
+
+  onApplicationShutdown(): void {
+    this.closed = true;
+    this.stopping.abort();
+    this.watcher?.stop();
+    this.changes.complete();
+  }
+}

@@ -1,0 +1,59 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Clock } from '../../src/common/clock';
+import type { AppConfig } from '../../src/config/app-config';
+import { loadConfig } from '../../src/config/config.loader';
+import { JetStreamMetaStore } from '../../src/meta-registry/jetstream-meta-store';
+import { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
+import { NatsConnectionService } from '../../src/transport/nats-connection.service';
+
+let buckets = 0;
+/** A bucket name no other test (or test process) uses. */
+export const freshBucket = (tag = 't') => `${tag}_${process.pid}_${++buckets}`;
+
+export interface KvRegistry {
+  registry: MetaRegistry;
+  store: JetStreamMetaStore;
+  nats: NatsConnectionService;
+  config: AppConfig;
+  /** Stops the registry and the store; `destroy` also deletes the bucket. */
+  close(options?: { destroy?: boolean }): Promise<void>;
+}
+
+/**
+ * A registry on the JetStream KV store, wired without Nest, on its own NATS connection
+ * (so two of them behave as two processes sharing a bucket). Waits until the bucket is
+ * open and its watcher runs.
+ */
+export async function kvRegistry(
+  natsUrl: string,
+  env: Record<string, string>,
+): Promise<KvRegistry> {
+  const { config } = loadConfig({
+    EPD_NATS_URL: natsUrl,
+    EPD_REGISTRY_STORE: 'jetstream',
+    EPD_REGISTRY_SWEEP_INTERVAL_MS: '100',
+    ...env,
+  });
+  const nats = new NatsConnectionService(config);
+  nats.onModuleInit();
+  const store = new JetStreamMetaStore(nats, config);
+  await store.ready();
+  const registry = new MetaRegistry(store, config, new Clock());
+  registry.onModuleInit();
+  return {
+    registry,
+    store,
+    nats,
+    config,
+    async close({ destroy = true } = {}) {
+      registry.close();
+      store.onApplicationShutdown();
+      const nc = nats.current;
+      if (destroy && nc && !nc.isClosed()) {
+        const jsm = await jetstreamManager(nc);
+        await jsm.streams.delete(`KV_${config.registry.kvBucket}`).catch(() => undefined);
+      }
+      await nats.onApplicationShutdown();
+    },
+  };
+}
