@@ -171,18 +171,24 @@ require('@nestjs/common').Logger.overrideLogger(['error']);
 
 class Peer {
   private seq = 0;
-  private readonly pending = new Map<number, (m: { ok: boolean; reply?: unknown }) => void>();
+  private readonly pending = new Map<
+    number,
+    (m: { ok: boolean; reply?: unknown; error?: string }) => void
+  >();
   private readonly outcomes = new Map<number, (o: Outcome) => void>();
   private constructor(private readonly proc: ChildProcess) {
-    proc.on('message', (m: { seq: number; ok: boolean; reply?: unknown } | WaitOutcome) => {
-      if ('outcomeOf' in m) {
-        this.outcomes.get(m.outcomeOf)?.(m.outcome);
-        this.outcomes.delete(m.outcomeOf);
-        return;
-      }
-      this.pending.get(m.seq)?.(m);
-      this.pending.delete(m.seq);
-    });
+    proc.on(
+      'message',
+      (m: { seq: number; ok: boolean; reply?: unknown; error?: string } | WaitOutcome) => {
+        if ('outcomeOf' in m) {
+          this.outcomes.get(m.outcomeOf)?.(m.outcome);
+          this.outcomes.delete(m.outcomeOf);
+          return;
+        }
+        this.pending.get(m.seq)?.(m);
+        this.pending.delete(m.seq);
+      },
+    );
   }
 
   /** Resolves once the peer's waiter is registered; `outcome` settles with the wait. */
@@ -208,7 +214,9 @@ class Peer {
   call<T>(op: string, args: Record<string, unknown> = {}): Promise<T> {
     const seq = ++this.seq;
     return new Promise((resolve, reject) => {
-      this.pending.set(seq, (m) => (m.ok ? resolve(m.reply as T) : reject(new Error(String(m)))));
+      this.pending.set(seq, (m) =>
+        m.ok ? resolve(m.reply as T) : reject(new Error(`peer ${op}: ${m.error}`)),
+      );
       this.proc.send({ seq, op, ...args });
     });
   }
