@@ -6,6 +6,7 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { jsonBody } from './common/http/json-body.middleware';
 import { AppConfig } from './config/app-config';
+import { InstanceRoster } from './routing/instance-roster.service';
 import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
 
@@ -51,6 +52,7 @@ export async function startApp(
   const address = (app.getHttpServer() as Server).address() as AddressInfo;
   const httpUrl = `http://${config.http.host}:${address.port}`;
   app.get(SglangBootstrap).start(httpUrl);
+  app.get(InstanceRoster).setHttpUrl(httpUrl);
   const natsReady = app.startAllMicroservices().then(() => undefined);
   return { httpUrl, natsReady };
 }

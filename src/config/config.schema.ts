@@ -55,6 +55,7 @@ export const configSchema = z.object({
         .string()
         .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or - (a subject token)'),
     ),
+    heartbeatMs: positiveInt,
   }),
   encoder: z.object({
     maxBatchSize: positiveInt,
@@ -137,6 +138,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_KV_BUCKET: ['registry', 'kvBucket'],
   EPD_KV_REPLICAS: ['registry', 'kvReplicas'],
   EPD_INSTANCE_ID: ['instance', 'id'],
+  EPD_INSTANCE_HEARTBEAT_MS: ['instance', 'heartbeatMs'],
   EPD_MAX_BATCH_SIZE: ['encoder', 'maxBatchSize'],
   EPD_MAX_PENDING: ['encoder', 'maxPending'],
   EPD_STAGING_MAX_BYTES: ['encoder', 'stagingMaxBytes'],

@@ -8,7 +8,9 @@ import { abortOnDisconnect } from '../common/http/abort-on-disconnect';
 import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { reqIdOnlySchema, type ReqIdRequest } from '../meta-registry/meta.schema';
-import { DpType } from '../transport/subjects';
+import { ReqStateStore } from '../requests/req-state.store';
+import { OwnerRouter, type RouteOptions } from '../routing/owner-router.service';
+import { DpType, isInstanceSubject } from '../transport/subjects';
 import {
   registerRequestSchema,
   sendRequestSchema,
@@ -24,14 +26,28 @@ const sendReplySchema = z.object({
 });
 type SendReply = z.output<typeof sendReplySchema>;
 
-/** Delivery over both transports: `send`, destination registration and `send_status`. */
+/**
+ * Delivery over both transports: `send`, destination registration and `send_status`.
+ * Each is answered by the instance that holds the req_id's embedding (OwnerRouter): here,
+ * or forwarded to its owner when the metadata store is shared.
+ */
 @ApiTags('delivery')
 @Controller()
 export class DeliveryController {
   constructor(
     private readonly delivery: DeliveryService,
     private readonly deadlines: Deadlines,
+    private readonly router: OwnerRouter,
+    private readonly states: ReqStateStore,
   ) {}
+
+  private options(reqId: string, ctx?: NatsContext, waitForEncode = true): RouteOptions {
+    return {
+      isLocal: () => this.states.get(reqId) !== undefined,
+      forwarded: ctx !== undefined && isInstanceSubject(ctx.getSubject()),
+      waitForEncode,
+    };
+  }
 
   /** SGLang's /send: deliver the staged embedding, answer after the receiver's ack. */
   @Post('send')
@@ -43,7 +59,16 @@ export class DeliveryController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Promise<SendReply> {
-    return this.delivery.send(body, this.deadlines.of(body), abortOnDisconnect(req, res));
+    const deadline = this.deadlines.of(body);
+    const abort = abortOnDisconnect(req, res);
+    return this.router.route(
+      DpType.Send,
+      body.req_id,
+      body,
+      deadline,
+      () => this.delivery.send(body, deadline, abort),
+      this.options(body.req_id),
+    );
   }
 
   @MessagePattern(DpType.Send)
@@ -51,7 +76,15 @@ export class DeliveryController {
     @Payload(new ZodPipe(sendRequestSchema, 'send request')) req: SendRequest,
     @Ctx() ctx: NatsContext,
   ): Promise<SendReply> {
-    return this.delivery.send(req, this.deadlines.of(req, ctx));
+    const deadline = this.deadlines.of(req, ctx);
+    return this.router.route(
+      DpType.Send,
+      req.req_id,
+      req,
+      deadline,
+      () => this.delivery.send(req, deadline),
+      this.options(req.req_id, ctx),
+    );
   }
 
   /** SGLang's destination registration (zmq_to_scheduler): `{req_id, receive_url, receive_count}`. */
@@ -61,7 +94,7 @@ export class DeliveryController {
   registerHttp(
     @Body(new ZodPipe(registerRequestSchema, 'scheduler_receive_url request')) req: RegisterRequest,
   ): Promise<null> {
-    return this.delivery.register(req, this.deadlines.of(req));
+    return this.registerRouted(req, this.deadlines.of(req));
   }
 
   @MessagePattern(DpType.RegisterDestinations)
@@ -70,13 +103,33 @@ export class DeliveryController {
     req: RegisterRequest,
     @Ctx() ctx: NatsContext,
   ): Promise<null> {
-    return this.delivery.register(req, this.deadlines.of(req, ctx));
+    return this.registerRouted(req, this.deadlines.of(req, ctx), ctx);
   }
 
+  private registerRouted(req: RegisterRequest, deadline: number, ctx?: NatsContext) {
+    return this.router.route(
+      DpType.RegisterDestinations,
+      req.req_id,
+      req,
+      deadline,
+      () => this.delivery.register(req, deadline),
+      this.options(req.req_id, ctx),
+    );
+  }
+
+  /** Answered at once: an unknown req_id is a 404 here, without waiting for an encode. */
   @MessagePattern(DpType.SendStatus)
   sendStatus(
     @Payload(new ZodPipe(reqIdOnlySchema, 'send_status request')) req: ReqIdRequest,
-  ): SendStatus {
-    return this.delivery.status(req.req_id);
+    @Ctx() ctx: NatsContext,
+  ): Promise<SendStatus> {
+    return this.router.route(
+      DpType.SendStatus,
+      req.req_id,
+      req,
+      this.deadlines.of({}, ctx),
+      () => Promise.resolve(this.delivery.status(req.req_id)),
+      this.options(req.req_id, ctx, false),
+    );
   }
 }

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { RoutingModule } from '../routing/routing.module';
 import { RequestsModule } from '../requests/requests.module';
 import { TransferModule } from '../transfer/transfer.module';
 import { DeliveryController } from './delivery.controller';
@@ -6,7 +7,7 @@ import { DeliveryService } from './delivery.service';
 
 /** Getting staged embeddings to receivers: destinations, receive_count, acks. */
 @Module({
-  imports: [RequestsModule, TransferModule],
+  imports: [RequestsModule, TransferModule, RoutingModule],
   controllers: [DeliveryController],
   providers: [DeliveryService],
   exports: [DeliveryService],

@@ -102,6 +102,11 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     this.close();
   }
 
+  /** This process as the owner of what it encodes (recorded with its metadata). */
+  get self(): Owner {
+    return { instance: this.config.instance.id, rank: this.config.encoder.dpRank };
+  }
+
   /** `owner`: set by the encoder that stages the embedding (owner routing). */
   async publish(
     reqId: string,

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { RoutingModule } from '../routing/routing.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RequestLifecycle } from './request-lifecycle.service';
 import { ReqStateStore } from './req-state.store';
@@ -10,7 +11,7 @@ import { RequestsController } from './requests.controller';
  * depend on it; it depends on no feature but the metadata registry.
  */
 @Module({
-  imports: [MetaRegistryModule],
+  imports: [MetaRegistryModule, RoutingModule],
   controllers: [RequestsController],
   providers: [ReqStateStore, RequestLifecycle],
   exports: [ReqStateStore, RequestLifecycle],

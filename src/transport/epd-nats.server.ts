@@ -4,15 +4,17 @@ import type { AppConfig } from '../config/app-config';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
-import { rankSubjectFor, subjectFor } from './subjects';
+import { instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
 
 type NatsCallback = (err: Error | null, msg: Msg) => void;
 
 /**
  * Nest's NATS server on the process's shared connection. Handlers are registered by
  * dp_type (`@MessagePattern('wait_metadata')`); this server subscribes each one to
- * `<prefix>.v1.<dp_type>` in the queue group and to this worker's
- * `<prefix>.v1.rank.<N>.<dp_type>`, so the prefix stays configuration, not code.
+ * `<prefix>.v1.<dp_type>` in the queue group, to this worker's
+ * `<prefix>.v1.rank.<N>.<dp_type>` and to this instance's `<prefix>.v1.inst.<id>.<dp_type>`
+ * (where peers forward calls for the embeddings staged here), so the prefix stays
+ * configuration, not code.
  */
 export class EpdNatsServer extends ServerNats {
   private readonly nats: NatsConnectionService;
@@ -52,6 +54,9 @@ export class EpdNatsServer extends ServerNats {
       const callback = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
       client.subscribe(subjectFor(subjectPrefix, dpType), { queue: queueGroup, callback });
       client.subscribe(rankSubjectFor(subjectPrefix, rank, dpType), { callback });
+      client.subscribe(instanceSubjectFor(subjectPrefix, this.config.instance.id, dpType), {
+        callback,
+      });
     }
   }
 

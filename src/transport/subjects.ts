@@ -23,3 +23,13 @@ export function subjectFor(prefix: string, dpType: string): string {
 export function rankSubjectFor(prefix: string, rank: number, dpType: string): string {
   return `${prefix}.v1.rank.${rank}.${dpType}`;
 }
+
+/** `<prefix>.v1.inst.<id>.<dp_type>`: addressed to one instance (owner routing). */
+export function instanceSubjectFor(prefix: string, instanceId: string, dpType: string): string {
+  return `${prefix}.v1.inst.${instanceId}.${dpType}`;
+}
+
+/** Whether a message arrived on an instance subject, i.e. was forwarded here by a peer. */
+export function isInstanceSubject(subject: string): boolean {
+  return subject.includes('.v1.inst.');
+}

@@ -125,7 +125,7 @@ export class EncoderService {
       embedding_len: size.tokens,
       embedding_dim: size.dim,
     };
-    await this.registry.publish(reqId, meta, req.part_idx);
+    await this.registry.publish(reqId, meta, req.part_idx, this.registry.self);
 
     const result = await this.stages.forward(
       req,
@@ -146,7 +146,12 @@ export class EncoderService {
       bytes,
       grid: itemGrids(pre),
     });
-    await this.registry.publish(reqId, { ...meta, embedding_size: bytes }, req.part_idx);
+    await this.registry.publish(
+      reqId,
+      { ...meta, embedding_size: bytes },
+      req.part_idx,
+      this.registry.self,
+    );
     const stageMs = this.clock.elapsed() - stageStart;
 
     const destinations = await this.delivery
@@ -187,7 +192,7 @@ export class EncoderService {
 
   private async publishError(req: EncodeRequest, message: string): Promise<void> {
     try {
-      await this.registry.publish(req.req_id, { error: message }, req.part_idx);
+      await this.registry.publish(req.req_id, { error: message }, req.part_idx, this.registry.self);
     } catch (err) {
       this.logger.warn(
         { req_id: req.req_id, err: (err as Error).message },

@@ -1,0 +1,17 @@
+import { Module } from '@nestjs/common';
+import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
+import { InstanceRoster } from './instance-roster.service';
+import { InstancesController } from './instances.controller';
+import { OwnerRouter } from './owner-router.service';
+
+/**
+ * Many instances on one shared metadata store: the roster of live instances, and the
+ * routing of per-req_id calls to the instance that holds the embedding.
+ */
+@Module({
+  imports: [MetaRegistryModule],
+  controllers: [InstancesController],
+  providers: [InstanceRoster, OwnerRouter],
+  exports: [OwnerRouter, InstanceRoster],
+})
+export class RoutingModule {}
