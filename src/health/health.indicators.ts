@@ -44,8 +44,16 @@ export class HealthIndicators {
 
   async registryBounds(): Promise<HealthIndicatorResult> {
     const check = this.indicator.check('registry');
-    const s = await this.registry.stats();
+    const store = this.config.registry.store;
+    let s;
+    try {
+      s = await this.registry.stats();
+    } catch (err) {
+      // A shared store that is unreachable or not open yet (EPD_REGISTRY_STORE=jetstream).
+      return check.down({ store, error: (err as Error).message });
+    }
     const data = {
+      store,
       entries: s.entries,
       max_entries: s.maxEntries,
       waiters: s.waiters,

@@ -4,6 +4,7 @@ import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Subject } from 'rxjs';
 import { backoffMs, sleep } from '../common/backoff';
+import { withTimeout } from '../common/timeout';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import type { AppConfig } from '../config/app-config';
@@ -155,6 +156,17 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     return this.kv;
   }
 
+  /**
+   * One store operation, bounded whatever the client library does with a request in
+   * flight when a server dies (measured: JetStream calls caught by a node kill waited
+   * their full API timeout): the caller's answer never waits on it past API_TIMEOUT_MS.
+   */
+  private bounded<T>(op: Promise<T>, reqId?: string): Promise<T> {
+    return withTimeout(op, API_TIMEOUT_MS, () =>
+      Errors.storeUnavailable(STORE, `no answer from JetStream within ${API_TIMEOUT_MS} ms`, reqId),
+    );
+  }
+
   private unavailable(err: unknown, reqId?: string): MMError {
     if (err instanceof MMError) return err;
     return Errors.storeUnavailable(STORE, (err as Error).message, reqId);
@@ -163,7 +175,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   override async get(reqId: string): Promise<StoredMeta | undefined> {
     const kv = this.connected(reqId);
     try {
-      const entry = await kv.get(keyOf(reqId));
+      const entry = await this.bounded(kv.get(keyOf(reqId)), reqId);
       return entry?.operation === 'PUT' ? decodeRecord(reqId, entry.value) : undefined;
     } catch (err) {
       throw this.unavailable(err, reqId);
@@ -173,7 +185,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   override async put(record: StoredMeta): Promise<void> {
     const kv = this.connected(record.reqId);
     try {
-      await kv.put(keyOf(record.reqId), encodeRecord(record));
+      await this.bounded(kv.put(keyOf(record.reqId), encodeRecord(record)), record.reqId);
     } catch (err) {
       if (/maximum messages/i.test((err as Error).message)) {
         throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
@@ -189,9 +201,12 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   override async delete(reqId: string): Promise<boolean> {
     this.connected(reqId);
     try {
-      const { purged } = await this.jsm!.streams.purge(`KV_${this.bucketName}`, {
-        filter: `$KV.${this.bucketName}.${keyOf(reqId)}`,
-      });
+      const { purged } = await this.bounded(
+        this.jsm!.streams.purge(`KV_${this.bucketName}`, {
+          filter: `$KV.${this.bucketName}.${keyOf(reqId)}`,
+        }),
+        reqId,
+      );
       return purged > 0;
     } catch (err) {
       throw this.unavailable(err, reqId);
@@ -206,7 +221,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   override async stats(): Promise<StoreStats> {
     const kv = this.connected();
     try {
-      const status = await kv.status();
+      const status = await this.bounded(kv.status());
       const first = status.streamInfo.state.first_ts;
       return {
         entries: status.values,

@@ -1,10 +1,14 @@
 import { jetstreamManager } from '@nats-io/jetstream';
+import { Logger } from '@nestjs/common';
 import { Clock } from '../../src/common/clock';
 import type { AppConfig } from '../../src/config/app-config';
 import { loadConfig } from '../../src/config/config.loader';
 import { JetStreamMetaStore } from '../../src/meta-registry/jetstream-meta-store';
 import { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../../src/transport/nats-connection.service';
+
+// These registries run without the app's logger: keep Nest's default one to errors.
+Logger.overrideLogger(['error']);
 
 let buckets = 0;
 /** A bucket name no other test (or test process) uses. */

@@ -1,0 +1,224 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { ReferenceReceiver } from '../src/transfer/reference-receiver';
+import { dataUri, image } from './support/media';
+import { startServiceProcess, type ServiceProcess } from './support/service-process';
+
+/**
+ * Two instances (separate processes, own HTTP ports) on a 3-node NATS cluster started by
+ * scripts/nats-cluster.sh, sharing one R3 metadata bucket: encode on A, the rest on B.
+ */
+const CLUSTER = join(__dirname, '..', 'scripts', 'nats-cluster.sh');
+const cluster = (...args: string[]) => execFileSync(CLUSTER, args).toString().trim();
+
+interface Reply {
+  response?: Record<string, unknown>;
+  err?: { code: number; type: string; message: string };
+}
+
+describe('two instances on a 3-node NATS cluster (e2e)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'epd-cluster-'));
+  const prefix = `mi${process.pid}`;
+  let urls: string[];
+  let a: ServiceProcess;
+  let b: ServiceProcess;
+  let nc: NatsConnection;
+  let png: Buffer;
+  let expectedSha: string;
+
+  const env = (id: string, servers: string[]) => ({
+    EPD_NATS_URL: servers.join(','),
+    EPD_SUBJECT_PREFIX: prefix,
+    EPD_REGISTRY_STORE: 'jetstream',
+    EPD_KV_BUCKET: `mi_${process.pid}`,
+    EPD_KV_REPLICAS: '3',
+    EPD_INSTANCE_ID: id,
+    EPD_INSTANCE_HEARTBEAT_MS: '500',
+  });
+  const nats = async (dp: string, data: unknown, timeout = 10_000): Promise<Reply> => {
+    try {
+      const msg = await nc.request(`${prefix}.v1.${dp}`, JSON.stringify(data), { timeout });
+      return msg.json<Reply>();
+    } catch (err) {
+      // Which call, through which server: enough to tell a client reconnect from a service.
+      throw new Error(`${dp} ${JSON.stringify(data)} via ${nc.getServer()}: ${String(err)}`, {
+        cause: err,
+      });
+    }
+  };
+  const http = async (svc: ServiceProcess, path: string, body: unknown) => {
+    const res = await fetch(`${svc.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const encodeOn = (svc: ServiceProcess, reqId: string) =>
+    http(svc, '/encode', {
+      req_id: reqId,
+      modality: 'image',
+      mm_items: [dataUri(png, 'image/png')],
+      num_parts: 1,
+      part_idx: 0,
+    });
+
+  beforeAll(async () => {
+    urls = cluster('start', dir, '3').split(',');
+    png = await image(112, 84);
+    const file = join(dir, 'in.png');
+    writeFileSync(file, png);
+    expectedSha = (
+      JSON.parse(execFileSync(process.execPath, ['dist/cli/embed.js', file]).toString()) as {
+        sha256: string;
+      }
+    ).sha256;
+    // A prefers node 1, B node 2: their traffic crosses the cluster's routes.
+    a = await startServiceProcess(env('inst-a', urls));
+    b = await startServiceProcess(env('inst-b', [urls[1]!, urls[2]!, urls[0]!]));
+    nc = await connect({ servers: urls });
+    // Both in each other's roster before the tests start.
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const r = (await (await fetch(`${b.url}/admin/instances`)).json()) as {
+        instances: { id: string; alive: boolean }[];
+      };
+      if (r.instances.filter((i) => i.alive).length === 2) break;
+      if (Date.now() > deadline) throw new Error(`roster never saw both: ${JSON.stringify(r)}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await nc?.drain().catch(() => undefined);
+    await a?.stop();
+    await b?.stop();
+    cluster('stop', dir);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('encode on A; wait_metadata, send (HTTP and NATS), send_status and release on B: the bytes arrive intact', async () => {
+    const frames: { req_id: string; sha: string }[] = [];
+    const rx = await ReferenceReceiver.start({
+      onFrame: ({ header, data }) =>
+        void frames.push({
+          req_id: header.req_id,
+          sha: createHash('sha256').update(data).digest('hex'),
+        }),
+    });
+    try {
+      for (const reqId of ['x-http', 'x-nats']) {
+        expect((await encodeOn(a, reqId)).status).toBe(200);
+        const meta = await nats('wait_metadata', { req_id: reqId, timeout_ms: 5000 });
+        expect(meta.response).toMatchObject({ req_id: reqId, embedding_len: 12 });
+      }
+      // HTTP on B: B holds nothing for x-http, and forwards to A.
+      const sent = await http(b, '/send', {
+        req_id: 'x-http',
+        prefill_host: '127.0.0.1',
+        embedding_port: rx.port,
+      });
+      expect(sent).toEqual({
+        status: 200,
+        body: { req_id: 'x-http', bytes: 12 * 1024 * 4, acked: true },
+      });
+      // NATS on the shared subject: whichever instance takes it answers the same.
+      const status = await nats('send_status', { req_id: 'x-nats' });
+      expect(status.response).toMatchObject({ req_id: 'x-nats', state: 'staged' });
+      const viaNats = await nats('send', {
+        req_id: 'x-nats',
+        prefill_host: '127.0.0.1',
+        embedding_port: rx.port,
+      });
+      expect(viaNats.response).toEqual({ req_id: 'x-nats', bytes: 12 * 1024 * 4, acked: true });
+      expect(frames).toEqual([
+        { req_id: 'x-http', sha: expectedSha },
+        { req_id: 'x-nats', sha: expectedSha },
+      ]);
+      for (const reqId of ['x-http', 'x-nats']) {
+        expect((await nats('release', { req_id: reqId })).err).toBeUndefined();
+      }
+      // Released on A, the owner, whichever instance took the call.
+      const admin = (await (await fetch(`${a.url}/admin/requests`)).json()) as {
+        requests: { req_id: string }[];
+      };
+      expect(admin.requests.map((r) => r.req_id)).not.toContain('x-http');
+      const routing = (await (await fetch(`${b.url}/admin/instances`)).json()) as {
+        routing: { forwarded: number };
+      };
+      expect(routing.routing.forwarded).toBeGreaterThanOrEqual(1);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('a NATS node killed mid-traffic: every call is answered within its deadline, no metadata is lost, and traffic recovers after its restart', async () => {
+    const published: string[] = [];
+    const outcomes: { ok: boolean; ms: number; detail: string }[] = [];
+    const traffic = (async () => {
+      for (let i = 0; i < 30; i++) {
+        const reqId = `k-${i}`;
+        const started = Date.now();
+        try {
+          const enc = await encodeOn(a, reqId);
+          if (enc.status === 200) published.push(reqId);
+          const st = await http(b, '/send', {
+            req_id: reqId,
+            prefill_host: '127.0.0.1',
+            embedding_port: 1, // refused at once: the call's answer is what counts here
+            timeout_ms: 5000,
+          });
+          outcomes.push({
+            ok: enc.status === 200,
+            ms: Date.now() - started,
+            detail: `${enc.status} ${st.status}`,
+          });
+        } catch (err) {
+          outcomes.push({ ok: false, ms: Date.now() - started, detail: String(err) });
+        }
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 300));
+    const killed = readFileSync(join(dir, 'node-1.pid'), 'utf8').trim();
+    cluster('kill-node', dir, '1');
+    expect(killed).toMatch(/^\d+$/);
+    await traffic;
+    // Every call answered, none near a hang (encode deadline 180 s, send 5 s).
+    expect(outcomes).toHaveLength(30);
+    for (const o of outcomes) expect(o.ms).toBeLessThan(20_000);
+    // Every metadata entry published through the failure is still there.
+    for (const reqId of published) {
+      const m = await nats('has_metadata', { req_id: reqId });
+      expect(m.response).toEqual({ req_id: reqId, present: true });
+    }
+    cluster('start-node', dir, '1');
+    expect((await encodeOn(a, 'after-restart')).status).toBe(200);
+    const meta = await nats('wait_metadata', { req_id: 'after-restart', timeout_ms: 5000 });
+    expect(meta.response).toMatchObject({ embedding_len: 12 });
+    expect(outcomes.filter((o) => o.ok).length).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('an owner killed by PID: calls for its req_ids get "owner … is gone" at once, not at the deadline', async () => {
+    expect((await encodeOn(a, 'orphan')).status).toBe(200);
+    a.proc.kill('SIGKILL');
+    await new Promise((r) => a.proc.once('exit', r));
+    const started = Date.now();
+    const res = await http(b, '/send', {
+      req_id: 'orphan',
+      prefill_host: '127.0.0.1',
+      embedding_port: 9,
+      timeout_ms: 60_000,
+    });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(res.status).toBe(503);
+    expect(res.body).toMatchObject({
+      type: 'owner_gone',
+      message: 'owner instance inst-a of req_id=orphan is gone; the staged embedding is lost',
+      req_id: 'orphan',
+    });
+  });
+});
