@@ -202,6 +202,58 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     expect(outcomes.filter((o) => o.ok).length).toBeGreaterThan(0);
   }, 120_000);
 
+  it('send on B before anyone encoded the req_id waits for its metadata, then is forwarded to the owner', async () => {
+    const rx = await ReferenceReceiver.start({ onFrame: () => undefined });
+    try {
+      const sending = http(b, '/send', {
+        req_id: 'early',
+        prefill_host: '127.0.0.1',
+        embedding_port: rx.port,
+        timeout_ms: 20_000,
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await encodeOn(a, 'early')).status).toBe(200);
+      expect(await sending).toEqual({
+        status: 200,
+        body: { req_id: 'early', bytes: 12 * 1024 * 4, acked: true },
+      });
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('a hung owner (stopped by PID): after three missed heartbeats its req_ids get owner_gone at once', async () => {
+    expect((await encodeOn(a, 'hung')).status).toBe(200);
+    a.proc.kill('SIGSTOP');
+    try {
+      await new Promise((r) => setTimeout(r, 3 * 500 + 500)); // three heartbeats and a margin
+      const started = Date.now();
+      const res = await http(b, '/send', {
+        req_id: 'hung',
+        prefill_host: '127.0.0.1',
+        embedding_port: 9,
+        timeout_ms: 60_000,
+      });
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(res).toMatchObject({ status: 503, body: { type: 'owner_gone', req_id: 'hung' } });
+    } finally {
+      a.proc.kill('SIGCONT');
+    }
+    // Back from the pause, A heartbeats again and serves its embedding.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const r = (await (await fetch(`${b.url}/admin/instances`)).json()) as {
+        instances: { id: string; alive: boolean }[];
+      };
+      if (r.instances.some((i) => i.id === 'inst-a' && i.alive)) break;
+      if (Date.now() > deadline) throw new Error('inst-a never came back');
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    expect((await nats('send_status', { req_id: 'hung' })).response).toMatchObject({
+      state: 'staged',
+    });
+  });
+
   it('an owner killed by PID: calls for its req_ids get "owner … is gone" at once, not at the deadline', async () => {
     expect((await encodeOn(a, 'orphan')).status).toBe(200);
     a.proc.kill('SIGKILL');

@@ -6,6 +6,7 @@ import { NatsServer } from './support/nats-server';
 import { freshBucket, kvRegistry, type KvRegistry } from './support/kv-registry';
 import { META, eventually, sleep } from './support/registry-contract';
 import { sharedNatsUrl, startTestApp } from './support/app';
+import { MAIN } from './support/service-process';
 
 /**
  * What only a shared store can do: two processes (or two instances) on one bucket see each
@@ -101,6 +102,40 @@ describe('NATS down and back (e2e, own nats-server)', () => {
       await b.close({ destroy: false });
     } finally {
       await a.close();
+    }
+  });
+});
+
+describe('a bucket that exists with other settings (e2e, the built service)', () => {
+  it('refuses to start (exit 78) with a message naming the settings and what to do', async () => {
+    const bucket = freshBucket('conflict');
+    const other = await kvRegistry(sharedNatsUrl(), {
+      EPD_KV_BUCKET: bucket,
+      EPD_SEND_TIMEOUT_MS: '60000',
+    });
+    try {
+      const proc = spawn(process.execPath, [MAIN], {
+        env: {
+          ...process.env,
+          EPD_NATS_URL: sharedNatsUrl(),
+          EPD_HTTP_PORT: '0',
+          EPD_SUBJECT_PREFIX: `conflict${process.pid}`,
+          EPD_REGISTRY_STORE: 'jetstream',
+          EPD_KV_BUCKET: bucket,
+          EPD_LOG_LEVEL: 'error',
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      const code = await new Promise<number | null>((r) => proc.once('exit', r));
+      expect(code).toBe(78);
+      expect(stderr).toContain(
+        `epd-encoder: KV bucket ${bucket} exists with other settings (ttlMs 60000, want 180000)`,
+      );
+      expect(stderr).toContain('delete the bucket or use another EPD_KV_BUCKET');
+    } finally {
+      await other.close();
     }
   });
 });
