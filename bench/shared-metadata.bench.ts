@@ -334,7 +334,7 @@ async function main() {
       ],
       notes: [
         'One nats-server (JetStream, file store) on loopback; each service is its own process.',
-        'The KV wait_metadata reads the bucket (a JetStream direct get) where the memory store reads a Map.',
+        "The KV store answers published metadata from its watcher's mirror (a bucket read only for keys it has not seen); the memory store from its Map. Both paths share the service's NATS request-reply, which alone is ~2x a raw KV put → watch here.",
         'Registry scaling: the waiters are in one process, the publisher in another; each wake goes through the KV watcher.',
       ],
     });

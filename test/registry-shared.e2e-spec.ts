@@ -44,6 +44,25 @@ describe('shared metadata across registries (e2e, JetStream KV)', () => {
     expect(await b.registry.stats()).toMatchObject({ waiters: 0, waitedReqIds: 0, entries: 2 });
   });
 
+  it("B answers published metadata from its watcher's mirror, and forgets it when A discards it", async () => {
+    await a.registry.publish('m', META);
+    expect(await eventually(() => Promise.resolve(b.store.cached.mirror === 1), 2000)).toBe(true);
+    await expect(b.registry.wait('m', { timeoutMs: 500 })).resolves.toMatchObject({
+      metadata: META,
+    });
+    expect(await a.registry.discard('m')).toBe(true);
+    expect(await eventually(() => Promise.resolve(b.store.cached.mirror === 0), 2000)).toBe(true);
+    expect(await b.registry.has('m')).toBe(false);
+    expect(await b.registry.wait('m', { timeoutMs: 200 }).catch((e: unknown) => e)).toBeInstanceOf(
+      TimeoutError,
+    );
+    // A fresh publish is seen again: the late echo of the discarded put was not.
+    await a.registry.publish('m', { ...META, embedding_len: 7 });
+    await expect(b.registry.wait('m', { timeoutMs: 1000 })).resolves.toMatchObject({
+      metadata: { embedding_len: 7 },
+    });
+  });
+
   it('one watcher per process: 1000 waiters on B over 500 ids are woken by their own puts only', async () => {
     const waits = Array.from({ length: 1000 }, (_, i) =>
       b.registry.wait(`id-${i % 500}`, { timeoutMs: 10_000 }),

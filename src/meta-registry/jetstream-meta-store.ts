@@ -15,6 +15,8 @@ import { MetaStore, StoreConfigError, type StoreStats, type StoredMeta } from '.
 const STORE = 'jetstream';
 /** A JetStream API call's own bound; a wait is bounded by its deadline as well. */
 const API_TIMEOUT_MS = 5_000;
+/** Deletes remembered until the watcher passes them (a late echo is then ignored). */
+const MAX_TOMBSTONES = 10_000;
 
 /**
  * The registry's records in a JetStream KV bucket (EPD_REGISTRY_STORE=jetstream), shared
@@ -27,6 +29,12 @@ const API_TIMEOUT_MS = 5_000;
  *   beyond it is refused (507) cluster-wide, as the memory store does per process.
  * - One watcher per process (`changes`), from the last revision it saw after a reconnect
  *   or a lost consumer, so no put is missed; the registry wakes only that key's waiters.
+ * - The watcher also keeps a mirror of the puts it has seen, so a read of a key published
+ *   since this process started is answered from memory; anything else is read from the
+ *   bucket. A delete purges the key's messages up to the revision it read (no marker:
+ *   counts stay exact) and tells every instance on `_EPD.<bucket>.evict`, with that
+ *   revision, so no mirror keeps it or takes it back from a late watcher echo. The mirror
+ *   is dropped whenever something could have been missed (a disconnect, a new watcher).
  * - NATS down: every call fails at once with 503 naming the store, never at a deadline.
  */
 export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdown {
@@ -39,6 +47,10 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   private lastRevision = 0;
   /** Whether a watcher runs (puts made from now on reach `changes`). */
   private watching = false;
+  /** What the watcher has seen, oldest first (a re-put moves to the end). */
+  private readonly mirror = new Map<string, { record: StoredMeta; revision: number }>();
+  /** Deleted keys and their revision, until the watcher passes it (late echoes ignored). */
+  private readonly deleted = new Map<string, number>();
   private closed = false;
   private readonly stopping = new AbortController();
   private readyResolve!: () => void;
@@ -55,6 +67,10 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     super();
     // Unobserved until main.ts (or a test) asks: a config error must not be unhandled.
     this.readyPromise.catch(() => undefined);
+    // Disconnected, the watcher may miss deletes: forget the mirror, read the bucket.
+    this.nats.states.subscribe((state) => {
+      if (state !== 'connected') this.forget();
+    });
     void this.start();
   }
 
@@ -91,6 +107,21 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
         await sleep(delay, this.stopping.signal).catch(() => undefined);
       }
     }
+    if (this.closed) return;
+    const nc = await this.nats.connection();
+    // Deletes made by any instance (this one's own included, already applied).
+    nc.subscribe(this.evictSubject, {
+      callback: (err, msg) => {
+        if (err) return this.forget();
+        try {
+          const { key, revision } = msg.json<{ key: string; revision: number }>();
+          const reqId = reqIdOf(key);
+          if (reqId !== undefined && Number.isInteger(revision)) this.evict(reqId, revision);
+        } catch {
+          // not ours
+        }
+      },
+    });
     await this.watchLoop();
   }
 
@@ -174,6 +205,10 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
 
   override async get(reqId: string): Promise<StoredMeta | undefined> {
     const kv = this.connected(reqId);
+    const seen = this.mirror.get(reqId);
+    if (seen && seen.record.publishedAt >= Date.now() - this.config.timeouts.sendTimeoutMs) {
+      return seen.record;
+    }
     try {
       const entry = await this.bounded(kv.get(keyOf(reqId)), reqId);
       return entry?.operation === 'PUT' ? decodeRecord(reqId, entry.value) : undefined;
@@ -195,17 +230,27 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   }
 
   /**
-   * A stream purge of the key's subject, not a KV delete or purge: those leave a marker
-   * message that counts against the bucket's message cap until it ages out.
+   * A stream purge of the key's messages up to the revision read (a put that lands in
+   * between survives), not a KV delete or purge: those leave a marker that counts against
+   * the bucket's message cap until it ages out. Then every mirror is told.
    */
   override async delete(reqId: string): Promise<boolean> {
-    this.connected(reqId);
+    const kv = this.connected(reqId);
     try {
+      const key = keyOf(reqId);
+      const present = await this.bounded(kv.get(key), reqId);
+      if (present?.operation !== 'PUT') return false;
       const { purged } = await this.bounded(
         this.jsm!.streams.purge(`KV_${this.bucketName}`, {
-          filter: `$KV.${this.bucketName}.${keyOf(reqId)}`,
+          filter: `$KV.${this.bucketName}.${key}`,
+          seq: present.revision + 1,
         }),
         reqId,
+      );
+      this.evict(reqId, present.revision);
+      this.nats.current?.publish(
+        this.evictSubject,
+        JSON.stringify({ key, revision: present.revision }),
       );
       return purged > 0;
     } catch (err) {
@@ -213,9 +258,70 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     }
   }
 
-  /** The bucket's max age expires entries on the server. */
-  override expire(): Promise<string[]> {
+  private get evictSubject(): string {
+    return `_EPD.${this.bucketName}.evict`;
+  }
+
+  /** Forgets `reqId` up to `revision`, and ignores a watcher echo of anything older. */
+  private evict(reqId: string, revision: number): void {
+    const seen = this.mirror.get(reqId);
+    if (seen && seen.revision <= revision) this.mirror.delete(reqId);
+    if (revision > this.lastRevision) {
+      this.deleted.delete(reqId);
+      this.deleted.set(reqId, revision);
+      // Bounded even if the watcher stalls: the oldest tombstones go first.
+      if (this.deleted.size > MAX_TOMBSTONES)
+        this.deleted.delete(this.deleted.keys().next().value!);
+    }
+  }
+
+  /** Drops everything the mirror knows: reads go to the bucket until the watcher refills it. */
+  private forget(): void {
+    this.mirror.clear();
+    this.deleted.clear();
+  }
+
+  /** One watched entry into the mirror (and the waiters, through `changes`). */
+  private apply(e: KvWatchEntry): void {
+    this.lastRevision = e.revision;
+    const reqId = reqIdOf(e.key);
+    if (reqId === undefined) return; // not one of ours
+    const tombstone = this.deleted.get(reqId);
+    if (tombstone !== undefined) {
+      if (e.revision <= tombstone) return; // the deleted put, echoed late
+      this.deleted.delete(reqId);
+    }
+    if (e.operation !== 'PUT') {
+      this.mirror.delete(reqId);
+      return;
+    }
+    const record = decodeRecord(reqId, e.value);
+    if (!record) return;
+    this.mirror.delete(reqId);
+    this.mirror.set(reqId, { record, revision: e.revision });
+    this.changes.next(record);
+  }
+
+  /**
+   * The bucket's max age expires entries on the server; here only the mirror ages out
+   * (oldest first, as the memory store does) and tombstones the watcher never passed.
+   */
+  override expire(cutoff: number): Promise<string[]> {
+    for (const [reqId, { record }] of this.mirror) {
+      if (record.publishedAt >= cutoff) break;
+      this.mirror.delete(reqId);
+    }
+    if (this.deleted.size > 0) {
+      for (const [reqId, revision] of this.deleted) {
+        if (revision <= this.lastRevision) this.deleted.delete(reqId);
+      }
+    }
     return Promise.resolve([]);
+  }
+
+  /** Mirror and tombstone sizes, for tests and the admin view. */
+  get cached(): { mirror: number; tombstones: number } {
+    return { mirror: this.mirror.size, tombstones: this.deleted.size };
   }
 
   override async stats(): Promise<StoreStats> {
@@ -243,6 +349,8 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       try {
         const kv = await this.bucket();
         const resume = this.lastRevision > 0 ? this.lastRevision + 1 : 0;
+        // A new watcher may have a gap behind it: the mirror starts again from here.
+        this.forget();
         const watcher = await kv.watch({
           ignoreDeletes: true,
           ...(resume > 0 ? { resumeFromRevision: resume } : { include: 'updates' as const }),
@@ -251,14 +359,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
         this.watching = true;
         this.readyResolve();
         attempt = 0;
-        for await (const e of watcher) {
-          this.lastRevision = e.revision;
-          if (e.operation !== 'PUT') continue;
-          const reqId = reqIdOf(e.key);
-          if (reqId === undefined) continue; // not one of ours
-          const record = decodeRecord(reqId, e.value);
-          if (record) this.changes.next(record);
-        }
+        for await (const e of watcher) this.apply(e);
       } catch (err) {
         if (this.closed) return;
         this.logger.warn(

@@ -1,6 +1,6 @@
 import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { BehaviorSubject, firstValueFrom, filter } from 'rxjs';
+import { BehaviorSubject, firstValueFrom, filter, type Observable } from 'rxjs';
 import { withTimeout } from '../common/timeout';
 import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
@@ -46,6 +46,11 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
 
   get state(): NatsState {
     return this.state$.value;
+  }
+
+  /** Every state change (the current state first). */
+  get states(): Observable<NatsState> {
+    return this.state$.asObservable();
   }
 
   get lastErrorMessage(): string {
