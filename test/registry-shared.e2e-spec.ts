@@ -185,19 +185,11 @@ describe('metadata survives a restart (e2e, the app with the JetStream store)', 
  */
 const PEER = `
 const { loadConfig } = require('./dist/config/config.loader');
-const { NatsConnectionService } = require('./dist/transport/nats-connection.service');
-const { JetStreamMetaStore } = require('./dist/meta-registry/jetstream-meta-store');
-const { MetaRegistry } = require('./dist/meta-registry/meta-registry.service');
-const { Clock } = require('./dist/common/clock');
+const { makeKvRegistry } = require('./dist/meta-registry/testing');
 require('@nestjs/common').Logger.overrideLogger(['error']);
 (async () => {
   const { config } = loadConfig({ ...process.env, EPD_LOG_LEVEL: 'error' });
-  const nats = new NatsConnectionService(config);
-  nats.onModuleInit();
-  const store = new JetStreamMetaStore(nats, config);
-  await store.ready();
-  const registry = new MetaRegistry(store, config, new Clock());
-  registry.onModuleInit();
+  const { registry, store, nats } = await makeKvRegistry(config);
   const outcome = (p) => p.then(
     (r) => ({ kind: 'value', len: r.metadata.embedding_len }),
     (e) => e && e.name === 'TimeoutError' ? { kind: 'timeout' } : { kind: 'error', message: e.message },

@@ -1,6 +1,8 @@
 import { Clock } from '../common/clock';
 import type { AppConfig } from '../config/app-config';
 import { loadConfig } from '../config/config.loader';
+import { NatsConnectionService } from '../transport/nats-connection.service';
+import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaRegistry } from './meta-registry.service';
 
@@ -14,4 +16,23 @@ export function makeRegistry(overrides: Record<string, string> = {}): {
   const store = new MemoryMetaStore(config.registry.maxEntries);
   const registry = new MetaRegistry(store, config, new Clock());
   return { registry, config, store };
+}
+
+/**
+ * A registry on the JetStream KV store, on its own NATS connection (so two of them behave
+ * as two processes sharing a bucket), wired without Nest; resolves once the bucket is open
+ * and watched. For tests, benchmarks and the two-process property test's peer process.
+ */
+export async function makeKvRegistry(config: AppConfig): Promise<{
+  registry: MetaRegistry;
+  store: JetStreamMetaStore;
+  nats: NatsConnectionService;
+}> {
+  const nats = new NatsConnectionService(config);
+  nats.onModuleInit();
+  const store = new JetStreamMetaStore(nats, config);
+  await store.ready();
+  const registry = new MetaRegistry(store, config, new Clock());
+  registry.onModuleInit();
+  return { registry, store, nats };
 }

@@ -1,11 +1,11 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Logger } from '@nestjs/common';
-import { Clock } from '../../src/common/clock';
 import type { AppConfig } from '../../src/config/app-config';
 import { loadConfig } from '../../src/config/config.loader';
-import { JetStreamMetaStore } from '../../src/meta-registry/jetstream-meta-store';
-import { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
-import { NatsConnectionService } from '../../src/transport/nats-connection.service';
+import type { JetStreamMetaStore } from '../../src/meta-registry/jetstream-meta-store';
+import type { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
+import { makeKvRegistry } from '../../src/meta-registry/testing';
+import type { NatsConnectionService } from '../../src/transport/nats-connection.service';
 
 // These registries run without the app's logger: keep Nest's default one to errors.
 Logger.overrideLogger(['error']);
@@ -38,12 +38,7 @@ export async function kvRegistry(
     EPD_REGISTRY_SWEEP_INTERVAL_MS: '100',
     ...env,
   });
-  const nats = new NatsConnectionService(config);
-  nats.onModuleInit();
-  const store = new JetStreamMetaStore(nats, config);
-  await store.ready();
-  const registry = new MetaRegistry(store, config, new Clock());
-  registry.onModuleInit();
+  const { registry, store, nats } = await makeKvRegistry(config);
   return {
     registry,
     store,
