@@ -11,6 +11,8 @@
  *      waiter in another process's registry stays flat.
  * Blocks alternate between the compared paths so that machine noise hits both alike.
  */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -19,7 +21,7 @@ import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { freshBucket, kvRegistry } from '../test/support/kv-registry';
 import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
-import { startService } from './service-process';
+import { ROOT, startService, stopProcess } from './service-process';
 
 const ENTRIES = 1000;
 const ROUNDS = QUICK ? 4 : 12;
@@ -125,16 +127,33 @@ async function part1(nats: NatsServer) {
         );
       }
     }
+    // The floor of any NATS request-reply service: a bare nats.js responder process
+    // answering the same subject shape with the service's own reply bytes.
+    const sample = await nc.request('k1.v1.wait_metadata', JSON.stringify({ req_id: 'e-0' }));
+    const bare = spawn(
+      process.execPath,
+      [
+        join(ROOT, 'dist-bench', 'bench', 'raw-responder.js'),
+        nats.url,
+        'b.v1.wait_metadata',
+        sample.string(),
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    await new Promise<void>((resolve) => bare.stdout.once('data', () => resolve()));
     await waitBlock(nc, 'k1', 0);
     await waitBlock(nc, 'm', 0);
+    await waitBlock(nc, 'b', 0);
     await rawPairs(nats.url, 100);
     const kv: number[] = [];
     const memory: number[] = [];
     const raw: number[] = [];
     const wake: number[] = [];
+    const floor: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       kv.push(...(await waitBlock(nc, 'k1', r * BLOCK)));
       memory.push(...(await waitBlock(nc, 'm', r * BLOCK)));
+      floor.push(...(await waitBlock(nc, 'b', r * BLOCK)));
       raw.push(...(await rawPairs(nats.url, BLOCK / 2)));
       wake.push(...(await crossWake(nc, BLOCK / 4, r * BLOCK)));
     }
@@ -144,9 +163,11 @@ async function part1(nats: NatsServer) {
       tk.push(await throughput(nc, 'k1'));
       tm.push(await throughput(nc, 'm'));
     }
+    await stopProcess(bare);
     return {
       kv: summarize(kv),
       memory: summarize(memory),
+      floor: summarize(floor),
       raw: summarize(raw),
       wake: summarize(wake),
       tputKv: median(tk),
@@ -316,6 +337,11 @@ async function main() {
           p1.memory,
           `${round(p1.tputMemory, 0)} req/s at ${INFLIGHT}`,
         ),
+        line(
+          'bare nats.js responder, same reply (request-reply floor)',
+          p1.floor,
+          `${round(p1.floor.p50 / p1.raw.p50, 2)}x the raw KV pair`,
+        ),
         line('raw KV put → watch (other connection)', p1.raw),
         line('publish on one instance → waiter on another wakes', p1.wake),
         line('send, direct to the owner (HTTP, 1 MiB, acked)', p2.direct),
@@ -334,7 +360,7 @@ async function main() {
       ],
       notes: [
         'One nats-server (JetStream, file store) on loopback; each service is its own process.',
-        "The KV store answers published metadata from its watcher's mirror (a bucket read only for keys it has not seen); the memory store from its Map. Both paths share the service's NATS request-reply, which alone is ~2x a raw KV put → watch here.",
+        `The KV store answers published metadata from its watcher's mirror (a bucket read only for keys it has not seen); the memory store from its Map. Any NATS request-reply pays two hops where the raw KV put → watch pays one: a bare nats.js responder is already ${round(p1.floor.p50 / p1.raw.p50, 2)}x the raw pair, and the KV store ${round(p1.kv.p50 / p1.floor.p50, 2)}x that bare responder.`,
         'Registry scaling: the waiters are in one process, the publisher in another; each wake goes through the KV watcher.',
       ],
     });
