@@ -125,6 +125,34 @@ describe('NATS down and back (e2e, own nats-server)', () => {
   });
 });
 
+describe('the app with the JetStream store while NATS is down (e2e, own nats-server)', () => {
+  it('readiness names the store, encode-side publishes fail fast with 503, and /metrics keeps answering', async () => {
+    const server = await NatsServer.start();
+    const t = await startTestApp({
+      EPD_NATS_URL: server.url,
+      EPD_REGISTRY_STORE: 'jetstream',
+      EPD_KV_BUCKET: freshBucket('down'),
+    });
+    try {
+      expect((await fetch(`${t.httpUrl}/metrics`)).status).toBe(200);
+      await server.stop();
+      await eventually(async () => (await fetch(`${t.httpUrl}/health/ready`)).status === 503, 5000);
+      const ready = (await (await fetch(`${t.httpUrl}/health/ready`)).json()) as {
+        details: { registry: { status: string; store: string; error: string } };
+      };
+      expect(ready.details.registry).toMatchObject({ status: 'down', store: 'jetstream' });
+      expect(ready.details.registry.error).toContain('metadata store jetstream unavailable');
+      const metrics = await fetch(`${t.httpUrl}/metrics`);
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toContain('epd_registry_waiters');
+      await expect(t.registry.publish('x', META)).rejects.toMatchObject({ code: 503 });
+    } finally {
+      await t.close();
+      await server.dispose();
+    }
+  });
+});
+
 describe('a bucket that exists with other settings (e2e, the built service)', () => {
   it('refuses to start (exit 78) with a message naming the settings and what to do', async () => {
     const bucket = freshBucket('conflict');

@@ -28,15 +28,20 @@ const snake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}
  */
 @Injectable()
 export class RegistryMetrics extends OwnedMetrics {
-  constructor(registry: MetaRegistry) {
+  private last?: RegistryStats;
+  private reading?: { at: number; stats: Promise<RegistryStats | undefined> };
+
+  constructor(private readonly registry: MetaRegistry) {
     super();
+    const stats = () => this.stats();
     const gauge = (name: string, help: string, read: (s: RegistryStats) => number) =>
       this.own(
         new Gauge({
           name,
           help,
           async collect() {
-            this.set(read(await registry.stats()));
+            const s = await stats();
+            if (s) this.set(read(s));
           },
         }),
       );
@@ -58,12 +63,31 @@ export class RegistryMetrics extends OwnedMetrics {
           name: `epd_registry_${snake(key)}_total`,
           help: `Registry ${help}`,
           async collect() {
-            const value = (await registry.stats()).counters[key];
+            const value = (await stats())?.counters[key] ?? last;
             if (value > last) this.inc(value - last);
             last = value;
           },
         }),
       );
     }
+  }
+
+  /**
+   * One registry read per scrape, shared by every metric above (a shared store answers it
+   * with a bucket status call). When the store cannot answer (NATS down), the last values
+   * stand: /metrics itself must keep working, since it is how the outage is seen.
+   */
+  private stats(): Promise<RegistryStats | undefined> {
+    const now = Date.now();
+    if (!this.reading || now - this.reading.at > 100) {
+      this.reading = {
+        at: now,
+        stats: this.registry.stats().then(
+          (s) => (this.last = s),
+          () => this.last,
+        ),
+      };
+    }
+    return this.reading.stats;
   }
 }
