@@ -7,6 +7,8 @@ import { freshBucket, kvRegistry, type KvRegistry } from './support/kv-registry'
 import { META, eventually, sleep } from './support/registry-contract';
 import { sharedNatsUrl, startTestApp } from './support/app';
 import { MAIN } from './support/service-process';
+import { dataUri, image } from './support/media';
+import { RequestLifecycle } from '../src/requests/request-lifecycle.service';
 
 /**
  * What only a shared store can do: two processes (or two instances) on one bucket see each
@@ -149,6 +151,46 @@ describe('the app with the JetStream store while NATS is down (e2e, own nats-ser
     } finally {
       await t.close();
       await server.dispose();
+    }
+  });
+});
+
+describe('one instance on the JetStream store answers as on the memory store (e2e)', () => {
+  it('send after release is refused at once, not after waiting for an encode', async () => {
+    const t = await startTestApp({
+      EPD_REGISTRY_STORE: 'jetstream',
+      EPD_KV_BUCKET: freshBucket('late'),
+    });
+    const post = (path: string, body: unknown) =>
+      fetch(`${t.httpUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    try {
+      const png = await image(56, 56);
+      const enc = await post('/encode', {
+        req_id: 'late',
+        modality: 'image',
+        mm_items: [dataUri(png, 'image/png')],
+        num_parts: 1,
+        part_idx: 0,
+      });
+      expect(enc.status).toBe(200);
+      await t.registry.publish('other', META); // unrelated traffic in the bucket
+      await t.app.get(RequestLifecycle).release('late');
+      const started = Date.now();
+      const res = await post('/send', {
+        req_id: 'late',
+        prefill_host: '127.0.0.1',
+        embedding_port: 9,
+        timeout_ms: 30_000,
+      });
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      expect(((await res.json()) as { message: string }).message).toContain('released');
+    } finally {
+      await t.close();
     }
   });
 });

@@ -43,7 +43,7 @@ export class DeliveryController {
 
   private options(reqId: string, ctx?: NatsContext, waitForEncode = true): RouteOptions {
     return {
-      isLocal: () => this.states.get(reqId) !== undefined,
+      isLocal: () => this.states.answersFor(reqId),
       forwarded: ctx !== undefined && isInstanceSubject(ctx.getSubject()),
       waitForEncode,
     };

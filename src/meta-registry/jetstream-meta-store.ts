@@ -2,7 +2,7 @@ import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
-import { Subject } from 'rxjs';
+import { Subject, type Subscription } from 'rxjs';
 import { backoffMs, sleep } from '../common/backoff';
 import { withTimeout } from '../common/timeout';
 import { Errors } from '../common/errors/error-catalogue';
@@ -24,7 +24,7 @@ const MAX_TOMBSTONES = 10_000;
  *
  * - Keys: kv-codec.ts (any req_id, reversibly). Values: the record as JSON, with its owner.
  * - TTL: the bucket's max age is EPD_SEND_TIMEOUT_MS (nats-server 2.9 has no per-message
- *   TTL), so the server expires entries; `expire()` has nothing to do.
+ *   TTL), so the server expires entries; `expire()` only ages out the mirror below.
  * - Bound: the stream's max_msgs is EPD_REGISTRY_MAX_ENTRIES with discard-new, so a put
  *   beyond it is refused (507) cluster-wide, as the memory store does per process.
  * - One watcher per process (`changes`), from the last revision it saw after a reconnect
@@ -52,6 +52,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   /** Deleted keys and their revision, until the watcher passes it (late echoes ignored). */
   private readonly deleted = new Map<string, number>();
   private closed = false;
+  private connectionStates?: Subscription;
   private readonly stopping = new AbortController();
   private readyResolve!: () => void;
   private readyReject!: (err: Error) => void;
@@ -68,7 +69,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     // Unobserved until main.ts (or a test) asks: a config error must not be unhandled.
     this.readyPromise.catch(() => undefined);
     // Disconnected, the watcher may miss deletes: forget the mirror, read the bucket.
-    this.nats.states.subscribe((state) => {
+    this.connectionStates = this.nats.states.subscribe((state) => {
       if (state !== 'connected') this.forget();
     });
     void this.start();
@@ -375,6 +376,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
 
   onApplicationShutdown(): void {
     this.closed = true;
+    this.connectionStates?.unsubscribe();
     this.stopping.abort();
     this.watcher?.stop();
     this.changes.complete();

@@ -105,6 +105,14 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
     return this.tombstones.has(reqId) || this.recentlyReleased.has(reqId);
   }
 
+  /**
+   * Whether calls for `reqId` are this instance's to answer: it holds the req_id's state,
+   * or released it recently (so a late `send` is told so at once, as on one instance).
+   */
+  answersFor(reqId: string): boolean {
+    return this.states.has(reqId) || this.wasReleased(reqId);
+  }
+
   /** Waits (up to `deadline`) for an encode of `reqId` to start; undefined on timeout. */
   waitForStart(reqId: string, deadline: number): Promise<ReqState | undefined> {
     const existing = this.states.get(reqId);

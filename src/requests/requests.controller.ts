@@ -38,7 +38,7 @@ export class RequestsController {
         return null;
       },
       {
-        isLocal: () => this.states.get(req.req_id) !== undefined,
+        isLocal: () => this.states.answersFor(req.req_id),
         forwarded: isInstanceSubject(ctx.getSubject()),
       },
     );
