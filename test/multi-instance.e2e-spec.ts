@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
+import { encodeBody } from './support/calls';
 import { dataUri, image } from './support/media';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
@@ -59,13 +60,7 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
   const encodeOn = (svc: ServiceProcess, reqId: string) =>
-    http(svc, '/encode', {
-      req_id: reqId,
-      modality: 'image',
-      mm_items: [dataUri(png, 'image/png')],
-      num_parts: 1,
-      part_idx: 0,
-    });
+    http(svc, '/encode', encodeBody(reqId, [dataUri(png, 'image/png')]));
 
   /** `send` on B for a req_id A owns: the answer and how long it took. */
   const sendOnB = async (reqId: string) => {

@@ -4,7 +4,8 @@ import { TimeoutError } from 'rxjs';
 import { MMError } from '../src/common/errors/mm-error';
 import { NatsServer } from './support/nats-server';
 import { freshBucket, kvRegistry, type KvRegistry } from './support/kv-registry';
-import { META, eventually, sleep } from './support/registry-contract';
+import { META, sleep } from './support/registry-contract';
+import { encodeBody, waitFor } from './support/calls';
 import { sharedNatsUrl, startTestApp } from './support/app';
 import { MAIN } from './support/service-process';
 import { dataUri, image } from './support/media';
@@ -48,12 +49,12 @@ describe('shared metadata across registries (e2e, JetStream KV)', () => {
 
   it("B answers published metadata from its watcher's mirror, and forgets it when A discards it", async () => {
     await a.registry.publish('m', META);
-    expect(await eventually(() => Promise.resolve(b.store.cached.mirror === 1), 2000)).toBe(true);
+    expect(await waitFor(() => b.store.cached.mirror === 1, 2000)).toBe(true);
     await expect(b.registry.wait('m', { timeoutMs: 500 })).resolves.toMatchObject({
       metadata: META,
     });
     expect(await a.registry.discard('m')).toBe(true);
-    expect(await eventually(() => Promise.resolve(b.store.cached.mirror === 0), 2000)).toBe(true);
+    expect(await waitFor(() => b.store.cached.mirror === 0, 2000)).toBe(true);
     expect(await b.registry.has('m')).toBe(false);
     expect(await b.registry.wait('m', { timeoutMs: 200 }).catch((e: unknown) => e)).toBeInstanceOf(
       TimeoutError,
@@ -72,9 +73,7 @@ describe('shared metadata across registries (e2e, JetStream KV)', () => {
     await sleep(50);
     expect(await b.registry.stats()).toMatchObject({ waiters: 1000, waitedReqIds: 500 });
     for (let i = 0; i < 250; i++) await a.registry.publish(`id-${i}`, META);
-    expect(await eventually(async () => (await b.registry.stats()).waiters === 500, 5000)).toBe(
-      true,
-    );
+    expect(await waitFor(async () => (await b.registry.stats()).waiters === 500, 5000)).toBe(true);
     expect((await b.registry.stats()).waitedReqIds).toBe(250);
     for (let i = 250; i < 500; i++) await a.registry.publish(`id-${i}`, META);
     const got = await Promise.all(waits);
@@ -95,7 +94,7 @@ describe('NATS down and back (e2e, own nats-server)', () => {
     try {
       const waiting = a.registry.wait('later', { timeoutMs: 20_000 });
       await server.stop();
-      await eventually(() => Promise.resolve(a.nats.state !== 'connected'), 5000);
+      await waitFor(() => a.nats.state !== 'connected', 5000);
 
       const started = Date.now();
       await expect(a.registry.publish('p', META)).rejects.toMatchObject({
@@ -114,9 +113,7 @@ describe('NATS down and back (e2e, own nats-server)', () => {
       const b = await kvRegistry(server.url, { EPD_KV_BUCKET: bucket });
       await b.registry.publish('later', META);
       await expect(waiting).resolves.toMatchObject({ reqId: 'later', metadata: META });
-      expect(await eventually(() => Promise.resolve(a.nats.state === 'connected'), 10_000)).toBe(
-        true,
-      );
+      expect(await waitFor(() => a.nats.state === 'connected', 10_000)).toBe(true);
       await expect(a.registry.wait('later', { timeoutMs: 2000 })).resolves.toMatchObject({
         metadata: META,
       });
@@ -138,7 +135,7 @@ describe('the app with the JetStream store while NATS is down (e2e, own nats-ser
     try {
       expect((await fetch(`${t.httpUrl}/metrics`)).status).toBe(200);
       await server.stop();
-      await eventually(async () => (await fetch(`${t.httpUrl}/health/ready`)).status === 503, 5000);
+      await waitFor(async () => (await fetch(`${t.httpUrl}/health/ready`)).status === 503, 5000);
       const ready = (await (await fetch(`${t.httpUrl}/health/ready`)).json()) as {
         details: { registry: { status: string; store: string; error: string } };
       };
@@ -169,13 +166,7 @@ describe('one instance on the JetStream store answers as on the memory store (e2
       });
     try {
       const png = await image(56, 56);
-      const enc = await post('/encode', {
-        req_id: 'late',
-        modality: 'image',
-        mm_items: [dataUri(png, 'image/png')],
-        num_parts: 1,
-        part_idx: 0,
-      });
+      const enc = await post('/encode', encodeBody('late', [dataUri(png, 'image/png')]));
       expect(enc.status).toBe(200);
       await t.registry.publish('other', META); // unrelated traffic in the bucket
       await t.app.get(RequestLifecycle).release('late');

@@ -1,6 +1,7 @@
 import { TimeoutError, type Subscription } from 'rxjs';
 import { MMError } from '../../src/common/errors/mm-error';
 import type { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
+import { waitFor } from './calls';
 
 /**
  * The registry's behaviour, one suite for every store (memory in the unit project,
@@ -18,16 +19,6 @@ export type MakeRegistry = (env: Record<string, string>) => Promise<RegistryHarn
 
 export const META = { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 };
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `check` until it holds or `ms` pass; returns whether it held. */
-export async function eventually(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await check()) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
-}
 
 export function registryContract(make: MakeRegistry): void {
   let h: RegistryHarness;
@@ -142,9 +133,9 @@ export function registryContract(make: MakeRegistry): void {
     await registry.publish('young', META);
     await sleep(1000);
     await registry.publish('young', META); // renewed: 1.5 s from now
-    expect(await eventually(async () => !(await registry.has('old')), 3000)).toBe(true);
+    expect(await waitFor(async () => !(await registry.has('old')), 3000)).toBe(true);
     expect(await registry.has('young')).toBe(true);
-    expect(await eventually(async () => (await registry.stats()).entries === 0, 3000)).toBe(true);
+    expect(await waitFor(async () => (await registry.stats()).entries === 0, 3000)).toBe(true);
   });
 
   it('refuses waits beyond the waiter bound with 503 and publishes beyond the entry bound with 507', async () => {
