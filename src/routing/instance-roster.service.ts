@@ -44,6 +44,8 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   private timer?: NodeJS.Timeout;
   private closed = false;
   private httpUrl = '';
+  /** When this instance's last heartbeat was stored (0: never). */
+  private lastBeatStored = 0;
   private readonly startedAt: number;
 
   constructor(
@@ -105,9 +107,22 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     if (!this.kv || this.closed || this.nats.state !== 'connected') return;
     const info = this.info();
     this.seen.set(info.id, { info, at: this.clock.now() });
-    await this.kv.put(info.id, JSON.stringify(info)).catch((err: Error) => {
-      this.logger.warn({ err: err.message }, 'heartbeat not stored');
-    });
+    try {
+      await this.kv.put(info.id, JSON.stringify(info));
+      this.lastBeatStored = this.clock.now();
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'heartbeat not stored');
+    }
+  }
+
+  /**
+   * Whether the roster itself works: this instance's own heartbeat was stored within the
+   * last three beats. While it does not (NATS or JetStream recovering: a leader election
+   * after a node restart took longer than three test beats here), a missing heartbeat
+   * proves nothing, and nobody is called gone for it.
+   */
+  get trustworthy(): boolean {
+    return this.clock.now() - this.lastBeatStored < this.ttlMs;
   }
 
   /** Every instance's heartbeats, from the current values on (the watcher heals itself). */
@@ -145,11 +160,31 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     for (const [id, s] of this.seen) if (s.at < cutoff) this.seen.delete(id);
   }
 
-  /** Whether `id` heartbeat within the last three beats (this instance always is). */
-  isAlive(id: string): boolean {
+  /** Whether `id` heartbeat within the last three beats, by the watcher's record alone. */
+  private seenAlive(id: string): boolean {
     if (id === this.config.instance.id) return true;
     const s = this.seen.get(id);
     return s !== undefined && this.clock.now() - s.at < this.ttlMs;
+  }
+
+  /**
+   * Whether `id` may be alive: it heartbeat within the last three beats, or the roster
+   * cannot tell (see `trustworthy`; an owner that died is then still caught by "no
+   * responders"). The watcher's record answers the common case; before calling an
+   * instance gone, the bucket itself is asked, in case the watcher is behind.
+   */
+  async isAlive(id: string): Promise<boolean> {
+    if (this.seenAlive(id) || !this.trustworthy) return true;
+    const entry = await this.kv?.get(id).catch(() => null);
+    if (entry?.operation !== 'PUT') return false;
+    const at = entry.created.getTime();
+    if (this.clock.now() - at >= this.ttlMs) return false;
+    try {
+      this.seen.set(id, { info: entry.json<InstanceInfo>(), at });
+    } catch {
+      return false;
+    }
+    return true;
   }
 
   list(): InstanceView[] {
@@ -161,7 +196,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
       .map(({ info, at }) => ({
         ...info,
         last_heartbeat_ms_ago: now - at,
-        alive: this.isAlive(info.id),
+        alive: this.seenAlive(info.id),
         self: info.id === self.id,
       }))
       .sort((a, b) => a.id.localeCompare(b.id));

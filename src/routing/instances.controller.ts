@@ -21,12 +21,15 @@ export class InstancesController {
   instances(): {
     self: string;
     store: string;
+    /** This instance's heartbeats are being stored: a missing one can mean "gone". */
+    roster_healthy: boolean;
     instances: InstanceView[];
     routing: OwnerRouter['stats'];
   } {
     return {
       self: this.config.instance.id,
       store: this.config.registry.store,
+      roster_healthy: this.roster.enabled && this.roster.trustworthy,
       instances: this.roster.list(),
       routing: this.router.stats,
     };

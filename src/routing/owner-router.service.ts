@@ -94,7 +94,7 @@ export class OwnerRouter {
     deadline: number,
     owner: Owner,
   ): Promise<T> {
-    if (!this.roster.isAlive(owner.instance)) throw this.gone(owner, reqId);
+    if (!(await this.roster.isAlive(owner.instance))) throw this.gone(owner, reqId);
     const nc = await this.nats.connection();
     const timeout = Math.max(1, deadline - this.clock.now());
     const subject = instanceSubjectFor(this.config.nats.subjectPrefix, owner.instance, dp);
