@@ -9,8 +9,8 @@ import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { reqIdOnlySchema, type ReqIdRequest } from '../meta-registry/meta.schema';
 import { ReqStateStore } from '../requests/req-state.store';
-import { OwnerRouter, type RouteOptions } from '../routing/owner-router.service';
-import { DpType, isInstanceSubject } from '../transport/subjects';
+import { OwnerRouter, routeOptions, type RouteOptions } from '../routing/owner-router.service';
+import { DpType } from '../transport/subjects';
 import {
   registerRequestSchema,
   sendRequestSchema,
@@ -41,12 +41,9 @@ export class DeliveryController {
     private readonly states: ReqStateStore,
   ) {}
 
+  /** `send` and registration wait for an encode that has not started, as on one instance. */
   private options(reqId: string, ctx?: NatsContext, waitForEncode = true): RouteOptions {
-    return {
-      isLocal: () => this.states.answersFor(reqId),
-      forwarded: ctx !== undefined && isInstanceSubject(ctx.getSubject()),
-      waitForEncode,
-    };
+    return routeOptions(this.states, reqId, ctx, waitForEncode);
   }
 
   /** SGLang's /send: deliver the staged embedding, answer after the receiver's ack. */

@@ -3,8 +3,8 @@ import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices
 import { Deadlines } from '../common/deadline';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { reqIdOnlySchema, type ReqIdRequest } from '../meta-registry/meta.schema';
-import { OwnerRouter } from '../routing/owner-router.service';
-import { DpType, isInstanceSubject } from '../transport/subjects';
+import { OwnerRouter, routeOptions } from '../routing/owner-router.service';
+import { DpType } from '../transport/subjects';
 import { ReqStateStore } from './req-state.store';
 import { RequestLifecycle } from './request-lifecycle.service';
 
@@ -37,10 +37,7 @@ export class RequestsController {
         await this.lifecycle.release(req.req_id);
         return null;
       },
-      {
-        isLocal: () => this.states.answersFor(req.req_id),
-        forwarded: isInstanceSubject(ctx.getSubject()),
-      },
+      routeOptions(this.states, req.req_id, ctx),
     );
   }
 }

@@ -7,7 +7,8 @@ import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner } from '../meta-registry/meta-store';
 import { NatsConnectionService } from '../transport/nats-connection.service';
-import { instanceSubjectFor, type DpType } from '../transport/subjects';
+import type { NatsContext } from '@nestjs/microservices';
+import { instanceSubjectFor, isInstanceSubject, type DpType } from '../transport/subjects';
 import { InstanceRoster } from './instance-roster.service';
 
 export interface RouteOptions {
@@ -21,6 +22,23 @@ export interface RouteOptions {
    * req_id is answered here at once (`release`, `send_status`).
    */
   waitForEncode?: boolean;
+}
+
+/**
+ * The options of a call arriving at a controller: answered here when this instance holds
+ * (or recently released) the req_id, or when a peer forwarded it here already.
+ */
+export function routeOptions(
+  states: { answersFor(reqId: string): boolean },
+  reqId: string,
+  ctx?: NatsContext,
+  waitForEncode = false,
+): RouteOptions {
+  return {
+    isLocal: () => states.answersFor(reqId),
+    forwarded: ctx !== undefined && isInstanceSubject(ctx.getSubject()),
+    waitForEncode,
+  };
 }
 
 interface Reply {
@@ -82,9 +100,10 @@ export class OwnerRouter {
     const timeoutMs = Math.max(1, deadline - this.clock.now());
     // Any outcome but a record (deadline, a published error) leaves the call here, which
     // answers it as it does today; an {error} record still names its owner.
-    await this.registry.wait(reqId, { timeoutMs }).catch(() => undefined);
+    const published = await this.registry.wait(reqId, { timeoutMs }).catch(() => undefined);
     if (options.isLocal()) return undefined; // the encode started here meanwhile
-    return (await this.registry.get(reqId).catch(() => undefined))?.owner;
+    // A wait answered by an {error} record rejects: read that record for its owner.
+    return (published ?? (await this.registry.get(reqId).catch(() => undefined)))?.owner;
   }
 
   private async forward<T>(
