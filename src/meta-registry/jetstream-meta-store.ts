@@ -191,17 +191,22 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   /**
    * One store operation, bounded whatever the client library does with a request in
    * flight when a server dies (measured: JetStream calls caught by a node kill waited
-   * their full API timeout): the caller's answer never waits on it past API_TIMEOUT_MS.
+   * their full API timeout): the caller's answer never waits on it past API_TIMEOUT_MS,
+   * and any failure that is not already an MMError is a 503 naming the store.
    */
-  private bounded<T>(op: Promise<T>, reqId?: string): Promise<T> {
-    return withTimeout(op, API_TIMEOUT_MS, () =>
-      Errors.storeUnavailable(STORE, `no answer from JetStream within ${API_TIMEOUT_MS} ms`, reqId),
-    );
-  }
-
-  private unavailable(err: unknown, reqId?: string): MMError {
-    if (err instanceof MMError) return err;
-    return Errors.storeUnavailable(STORE, (err as Error).message, reqId);
+  private async call<T>(op: Promise<T>, reqId?: string): Promise<T> {
+    try {
+      return await withTimeout(op, API_TIMEOUT_MS, () =>
+        Errors.storeUnavailable(
+          STORE,
+          `no answer from JetStream within ${API_TIMEOUT_MS} ms`,
+          reqId,
+        ),
+      );
+    } catch (err) {
+      if (err instanceof MMError) throw err;
+      throw Errors.storeUnavailable(STORE, (err as Error).message, reqId);
+    }
   }
 
   override async get(reqId: string): Promise<StoredMeta | undefined> {
@@ -210,24 +215,17 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     if (seen && seen.record.publishedAt >= Date.now() - this.config.timeouts.sendTimeoutMs) {
       return seen.record;
     }
-    try {
-      const entry = await this.bounded(kv.get(keyOf(reqId)), reqId);
-      return entry?.operation === 'PUT' ? decodeRecord(reqId, entry.value) : undefined;
-    } catch (err) {
-      throw this.unavailable(err, reqId);
-    }
+    const entry = await this.call(kv.get(keyOf(reqId)), reqId);
+    return entry?.operation === 'PUT' ? decodeRecord(reqId, entry.value) : undefined;
   }
 
   override async put(record: StoredMeta): Promise<void> {
     const kv = this.connected(record.reqId);
-    try {
-      await this.bounded(kv.put(keyOf(record.reqId), encodeRecord(record)), record.reqId);
-    } catch (err) {
-      if (/maximum messages/i.test((err as Error).message)) {
-        throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
-      }
-      throw this.unavailable(err, record.reqId);
-    }
+    const put = kv.put(keyOf(record.reqId), encodeRecord(record)).catch((err: Error) => {
+      if (!/maximum messages/i.test(err.message)) throw err;
+      throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
+    });
+    await this.call(put, record.reqId);
   }
 
   /**
@@ -237,26 +235,22 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
    */
   override async delete(reqId: string): Promise<boolean> {
     const kv = this.connected(reqId);
-    try {
-      const key = keyOf(reqId);
-      const present = await this.bounded(kv.get(key), reqId);
-      if (present?.operation !== 'PUT') return false;
-      const { purged } = await this.bounded(
-        this.jsm!.streams.purge(`KV_${this.bucketName}`, {
-          filter: `$KV.${this.bucketName}.${key}`,
-          seq: present.revision + 1,
-        }),
-        reqId,
-      );
-      this.evict(reqId, present.revision);
-      this.nats.current?.publish(
-        this.evictSubject,
-        JSON.stringify({ key, revision: present.revision }),
-      );
-      return purged > 0;
-    } catch (err) {
-      throw this.unavailable(err, reqId);
-    }
+    const key = keyOf(reqId);
+    const present = await this.call(kv.get(key), reqId);
+    if (present?.operation !== 'PUT') return false;
+    const { purged } = await this.call(
+      this.jsm!.streams.purge(`KV_${this.bucketName}`, {
+        filter: `$KV.${this.bucketName}.${key}`,
+        seq: present.revision + 1,
+      }),
+      reqId,
+    );
+    this.evict(reqId, present.revision);
+    this.nats.current?.publish(
+      this.evictSubject,
+      JSON.stringify({ key, revision: present.revision }),
+    );
+    return purged > 0;
   }
 
   private get evictSubject(): string {
@@ -326,17 +320,12 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   }
 
   override async stats(): Promise<StoreStats> {
-    const kv = this.connected();
-    try {
-      const status = await this.bounded(kv.status());
-      const first = status.streamInfo.state.first_ts;
-      return {
-        entries: status.values,
-        oldestPublishedAt: status.values > 0 && first ? new Date(first).getTime() : undefined,
-      };
-    } catch (err) {
-      throw this.unavailable(err);
-    }
+    const status = await this.call(this.connected().status());
+    const first = status.streamInfo.state.first_ts;
+    return {
+      entries: status.values,
+      oldestPublishedAt: status.values > 0 && first ? new Date(first).getTime() : undefined,
+    };
   }
 
   /**
