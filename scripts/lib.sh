@@ -32,11 +32,14 @@ ensure_python_packages() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy python3-zmq python3-pil >/dev/null
 }
 
-# npm ci when node_modules is missing or older than the lockfile.
+# npm ci when node_modules is missing or older than the lockfile. onnxruntime-node's
+# postinstall would try to download CUDA binaries on linux/x64 (and fail offline); its CPU
+# binaries ship in the package. Its documented switch, set here rather than in .npmrc,
+# where npm 11 warns about an unknown config key on every command.
 ensure_node_modules() {
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     log "installing npm dependencies (npm ci)"
-    npm ci --no-audit --no-fund --loglevel=error
+    ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error
   fi
 }
 
