@@ -21,7 +21,7 @@ module.exports = {
         'transport/ is infrastructure (connection, Nest server, serializers, subjects): features depend on it, never the reverse.',
       from: { path: '^src/transport/' },
       to: {
-        path: '^src/(encoder|delivery|requests|profiling|meta-registry|admin|health|metrics|transfer|cli|client)/',
+        path: '^src/(encoder|delivery|requests|profiling|meta-registry|admin|health|metrics|transfer|cli|client|dispatch|routing)/',
       },
     },
     {
@@ -59,7 +59,7 @@ module.exports = {
       comment: 'common/ and config/ are shared by every feature and depend on none.',
       from: { path: '^src/(common|config)/' },
       to: {
-        path: '^src/(encoder|delivery|requests|profiling|meta-registry|admin|health|metrics|transport|transfer|cli|client)/',
+        path: '^src/(encoder|delivery|requests|profiling|meta-registry|admin|health|metrics|transport|transfer|cli|client|dispatch|routing)/',
       },
     },
   ],

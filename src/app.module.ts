@@ -2,8 +2,9 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { AdminModule } from './admin/admin.module';
 import { CommonModule } from './common/common.module';
 import { ErrorsModule } from './common/errors/errors.module';
-import type { AppConfig } from './config/app-config';
+import { dpRole, type AppConfig } from './config/app-config';
 import { ConfigModule } from './config/config.module';
+import { DispatchModule } from './dispatch/dispatch.module';
 import { EncoderModule } from './encoder/encoder.module';
 import { HealthModule } from './health/health.module';
 import { LoggingModule } from './logging/logging.module';
@@ -15,26 +16,34 @@ import { RequestsModule } from './requests/requests.module';
 import { SglangModule } from './sglang/sglang.module';
 import { TransportModule } from './transport/transport.module';
 
-const FEATURES = [
-  CommonModule,
-  LoggingModule,
-  ErrorsModule,
-  TransportModule,
-  MetaRegistryModule,
-  RequestsModule,
-  DeliveryModule,
-  ProfilingModule,
-  EncoderModule,
-  HealthModule,
-  AdminModule,
-  MetricsModule,
-  SglangModule,
-];
-
-/** The whole service, on a config loaded once by whoever creates it (main.ts or a test). */
+/**
+ * The whole service, on a config loaded once by whoever creates it (main.ts or a test).
+ * The encoder side is the encode pipeline itself (one process, or a DP worker), or, in a
+ * DP supervisor (EPD_DP_SIZE > 1), dispatch to the workers that run it.
+ */
 @Module({})
 export class AppModule {
   static withConfig(config: AppConfig): DynamicModule {
-    return { module: AppModule, imports: [ConfigModule.withConfig(config), ...FEATURES] };
+    const role = dpRole(config);
+    const encoderSide = role === 'supervisor' ? DispatchModule : EncoderModule;
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.withConfig(config),
+        CommonModule,
+        LoggingModule,
+        ErrorsModule,
+        TransportModule,
+        MetaRegistryModule,
+        RequestsModule,
+        DeliveryModule,
+        ...(role === 'supervisor' ? [] : [ProfilingModule]),
+        encoderSide,
+        HealthModule.for(encoderSide),
+        AdminModule.for(encoderSide),
+        MetricsModule.for(role),
+        SglangModule,
+      ],
+    };
   }
 }

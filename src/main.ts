@@ -7,6 +7,8 @@ import { ConfigError, loadConfig } from './config/config.loader';
 import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
+import { dpRole } from './config/app-config';
+import { ParentLink } from './transport/parent-link';
 
 async function main(): Promise<void> {
   let loaded;
@@ -34,17 +36,21 @@ async function main(): Promise<void> {
     setTimeout(() => process.exit(1), config.shutdown.graceMs + 500).unref();
   });
 
+  const role = dpRole(config);
   // A model that breaks the contract is a configuration error: refuse to serve with it.
-  app
-    .get(EncodeStages)
-    .models()
-    .catch(async (err: unknown) => {
-      const message = (err as Error).message;
-      if (!message.startsWith(CONTRACT_ERROR_PREFIX)) return; // load errors: readiness reports them
-      process.stderr.write(`epd-encoder: ${message}\n`);
-      await app.close().catch(() => undefined);
-      process.exit(78); // EX_CONFIG
-    });
+  // (A DP supervisor has no model: its workers each check theirs.)
+  if (role !== 'supervisor') {
+    app
+      .get(EncodeStages)
+      .models()
+      .catch(async (err: unknown) => {
+        const message = (err as Error).message;
+        if (!message.startsWith(CONTRACT_ERROR_PREFIX)) return; // load errors: readiness reports them
+        process.stderr.write(`epd-encoder: ${message}\n`);
+        await app.close().catch(() => undefined);
+        process.exit(78); // EX_CONFIG
+      });
+  }
 
   // So is a shared metadata bucket whose settings conflict with ours (EPD_REGISTRY_STORE=jetstream).
   app
@@ -58,6 +64,15 @@ async function main(): Promise<void> {
     });
 
   const { httpUrl: base, natsReady } = await startApp(app);
+  if (role === 'worker') {
+    await natsReady;
+    app.get(ParentLink).ready(base);
+    logger.log(
+      `DP worker rank=${config.encoder.dpRank} serving ${config.nats.subjectPrefix}.v1.rank.${config.encoder.dpRank}.<dp_type> (HTTP ${base})`,
+      'Main',
+    );
+    return;
+  }
   logger.log(
     {
       http: base,

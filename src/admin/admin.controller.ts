@@ -8,6 +8,7 @@ import { MetaRegistry, type RegistryStats } from '../meta-registry/meta-registry
 import type { z } from 'zod';
 import { adminPublishSchema, reqIdSchema, type MetaPayload } from '../meta-registry/meta.schema';
 import { MetadataService } from '../meta-registry/metadata.service';
+import type { Owner } from '../meta-registry/meta-store';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 
 interface RegistryEntryView {
@@ -15,6 +16,8 @@ interface RegistryEntryView {
   part_idx: number | null;
   metadata: MetaPayload;
   age_ms: number;
+  /** The instance (and DP rank, and that worker's pid) holding the embedding, if recorded. */
+  owner: Owner | null;
 }
 
 @ApiTags('admin')
@@ -45,6 +48,7 @@ export class AdminController {
       part_idx: record.partIdx ?? null,
       metadata: record.metadata,
       age_ms: this.clock.now() - record.publishedAt,
+      owner: record.owner ?? null,
     };
   }
 

@@ -1,14 +1,21 @@
-import { Module } from '@nestjs/common';
+import { Module, type DynamicModule, type Type } from '@nestjs/common';
 import { DeliveryModule } from '../delivery/delivery.module';
-import { EncoderModule } from '../encoder/encoder.module';
 import { RequestsModule } from '../requests/requests.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
+import { RoutingModule } from '../routing/routing.module';
 import { AdminController } from './admin.controller';
+import { AdminReports } from './admin-reports.service';
 import { RequestsAdminController } from './requests-admin.controller';
-import { WorkersAdminController } from './workers-admin.controller';
 
-@Module({
-  imports: [MetaRegistryModule, RequestsModule, DeliveryModule, EncoderModule],
-  controllers: [AdminController, RequestsAdminController, WorkersAdminController],
-})
-export class AdminModule {}
+/** REST admin over the registry and request state; `encoderSide` adds what it exports. */
+@Module({})
+export class AdminModule {
+  static for(encoderSide: Type): DynamicModule {
+    return {
+      module: AdminModule,
+      imports: [MetaRegistryModule, RequestsModule, DeliveryModule, RoutingModule, encoderSide],
+      controllers: [AdminController, RequestsAdminController],
+      providers: [AdminReports],
+    };
+  }
+}

@@ -50,9 +50,8 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ EPD_NATS_URL: 'http://x' })).toThrow(/nats\.url.*nats:\/\/ URL/);
     expect(() => loadConfig({ EPD_REQ_TIMEOUT_MS: '-5' })).toThrow(/timeouts\.reqTimeoutMs/);
     expect(() => loadConfig({ EPD_SUBJECT_PREFIX: 'a.b' })).toThrow(/nats\.subjectPrefix/);
-    expect(() => loadConfig({ EPD_DP_SIZE: '2' })).toThrow(
-      /encoder\.dpSize \(EPD_DP_SIZE\): only 1 is supported/,
-    );
+    expect(() => loadConfig({ EPD_DP_SIZE: '0' })).toThrow(/encoder\.dpSize \(EPD_DP_SIZE\)/);
+    expect(() => loadConfig({ EPD_DP_SIZE: '65' })).toThrow(/encoder\.dpSize \(EPD_DP_SIZE\)/);
   });
 
   it('layers default.yaml < <NODE_ENV>.yaml < EPD_CONFIG < env', () => {

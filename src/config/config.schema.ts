@@ -15,6 +15,10 @@ const commaList = z.preprocess(
   z.array(z.string().min(1)),
 );
 const optionalString = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
+const booleanish = z.preprocess(
+  (v) => (typeof v === 'string' ? v === 'true' || v === '1' : v),
+  z.boolean(),
+);
 
 export const configSchema = z.object({
   nats: z.object({
@@ -62,12 +66,12 @@ export const configSchema = z.object({
     maxPending: positiveInt,
     stagingMaxBytes: positiveInt,
     stagingDtype: z.enum(['float32', 'float16', 'bfloat16']),
-    // DP worker processes are not built yet: refuse rather than silently run one worker.
-    dpSize: positiveInt.refine(
-      (n) => n === 1,
-      'only 1 is supported in this build (DP workers are not built yet)',
-    ),
+    // Encoder worker processes; above 1 this process supervises and dispatches to them.
+    dpSize: positiveInt.max(64),
     dpRank: z.coerce.number().int().min(0),
+    // Set by the supervisor in the environment of the processes it starts (EPD_DP_WORKER).
+    dpWorker: booleanish,
+    dpRespawnMaxMs: positiveInt,
     modelPath: z.string(),
     audioModelPath: z.string(),
     minPixels: positiveInt,
@@ -89,10 +93,7 @@ export const configSchema = z.object({
     root: z.string(),
     fetchTimeoutMs: positiveInt,
     maxRedirects: z.coerce.number().int().min(0).max(20),
-    allowPrivateNetworks: z.preprocess(
-      (v) => (typeof v === 'string' ? v === 'true' || v === '1' : v),
-      z.boolean(),
-    ),
+    allowPrivateNetworks: booleanish,
   }),
   transfer: z.object({
     backend: z.enum(['tcp', 'zmq']),
@@ -144,6 +145,8 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_STAGING_MAX_BYTES: ['encoder', 'stagingMaxBytes'],
   EPD_DP_SIZE: ['encoder', 'dpSize'],
   EPD_DP_RANK: ['encoder', 'dpRank'],
+  EPD_DP_WORKER: ['encoder', 'dpWorker'],
+  EPD_DP_RESPAWN_MAX_MS: ['encoder', 'dpRespawnMaxMs'],
   EPD_MODEL_PATH: ['encoder', 'modelPath'],
   EPD_AUDIO_MODEL_PATH: ['encoder', 'audioModelPath'],
   EPD_STAGING_DTYPE: ['encoder', 'stagingDtype'],

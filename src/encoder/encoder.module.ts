@@ -6,7 +6,9 @@ import { ProfilingModule } from '../profiling/profiling.module';
 import { RequestsModule } from '../requests/requests.module';
 import { EncoderBackend } from './backend/encoder-backend';
 import { OnnxWorkerBackend } from './backend/onnx-worker.backend';
+import { EncoderHealth } from '../health/encoder-health';
 import { EncoderController } from './encoder.controller';
+import { ProbeEncoderHealth } from './encoder.health';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { EncodeStages } from './pipeline/encode-stages.service';
 import { EncoderMetrics } from './pipeline/encoder.metrics';
@@ -14,11 +16,16 @@ import { EncoderProbe } from './pipeline/encoder-probe.service';
 import { EncoderService } from './pipeline/encoder.service';
 import { Preprocessor } from './preprocess/preprocessor.service';
 import { EncodeScheduler } from './scheduler/encode-scheduler.service';
+import { WorkerReports } from './worker-reports.service';
+import { WorkersAdminController } from './workers-admin.controller';
 
-/** Validation, media loading, preprocessing, batching and the model: the encode pipeline. */
+/**
+ * Validation, media loading, preprocessing, batching and the model: the encode pipeline,
+ * in a single process and in each DP worker (never in a DP supervisor).
+ */
 @Module({
   imports: [MetaRegistryModule, RequestsModule, DeliveryModule, ProfilingModule, MediaModule],
-  controllers: [EncoderController],
+  controllers: [EncoderController, WorkersAdminController],
   providers: [
     Preprocessor,
     { provide: EncoderBackend, useClass: OnnxWorkerBackend },
@@ -28,7 +35,9 @@ import { EncodeScheduler } from './scheduler/encode-scheduler.service';
     EncodeAdmission,
     EncodeStages,
     EncoderService,
+    WorkerReports,
+    { provide: EncoderHealth, useClass: ProbeEncoderHealth },
   ],
-  exports: [EncodeAdmission, EncoderProbe, EncodeScheduler],
+  exports: [EncoderHealth, EncodeAdmission],
 })
 export class EncoderModule {}

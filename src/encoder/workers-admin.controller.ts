@@ -2,12 +2,9 @@ import { Controller, Get, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { AppConfig } from '../config/app-config';
-import { EncodeAdmission } from '../encoder/pipeline/encode-admission.service';
-import {
-  EncodeScheduler,
-  type SchedulerStats,
-} from '../encoder/scheduler/encode-scheduler.service';
 import { ReqStateStore } from '../requests/req-state.store';
+import { EncodeAdmission } from './pipeline/encode-admission.service';
+import { EncodeScheduler, type SchedulerStats } from './scheduler/encode-scheduler.service';
 
 interface WorkerView {
   dp_rank: number;
@@ -33,8 +30,8 @@ export class WorkersAdminController {
   ) {}
 
   /**
-   * The encoder worker processes (DESIGN.md §5). One until DP workers land: this process,
-   * with the same columns the DP supervisor will fill per rank.
+   * The encoder worker processes (DESIGN.md §5): in one process (EPD_DP_SIZE=1) this one,
+   * with the columns a DP supervisor fills per rank.
    */
   @Get('workers')
   workers(): { dp_size: number; workers: WorkerView[] } {

@@ -2,9 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
-import { EncoderProbe } from '../encoder/pipeline/encoder-probe.service';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../transport/nats-connection.service';
+import { EncoderHealth } from './encoder-health';
 import { EventLoopMonitor } from './event-loop.monitor';
 
 /**
@@ -19,7 +19,7 @@ export class HealthIndicators {
     private readonly registry: MetaRegistry,
     private readonly loop: EventLoopMonitor,
     private readonly config: AppConfig,
-    private readonly probe: EncoderProbe,
+    private readonly encoderHealth: EncoderHealth,
   ) {}
 
   async natsConnection(): Promise<HealthIndicatorResult> {
@@ -66,15 +66,11 @@ export class HealthIndicators {
     return check.up(data);
   }
 
-  /** A real encode (cached for 5 s), or recent forward progress while busy. */
+  /** Whether this encoder can encode (EncoderHealth: a probe, or the DP workers alive). */
   async encoder(): Promise<HealthIndicatorResult> {
     const check = this.indicator.check('encoder');
-    try {
-      const r = await this.probe.probeCached(5000);
-      return check.up({ source: r.source, latency_ms: r.latency_ms });
-    } catch (err) {
-      return check.down({ error: (err as Error).message });
-    }
+    const report = await this.encoderHealth.check();
+    return report.up ? check.up(report.data) : check.down(report.data);
   }
 
   eventLoop(): HealthIndicatorResult {

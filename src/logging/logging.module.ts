@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { Module } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
 import { LoggerModule } from 'nestjs-pino';
 import { reqIdOf } from '../common/req-id';
-import { AppConfig } from '../config/app-config';
+import { AppConfig, dpRole } from '../config/app-config';
 
 function requestReqId(req: IncomingMessage): string | undefined {
   const fromBody = reqIdOf((req as IncomingMessage & { body?: unknown }).body);
@@ -20,6 +21,10 @@ function requestReqId(req: IncomingMessage): string | undefined {
       useFactory: (config: AppConfig) => ({
         pinoHttp: {
           level: config.log.level,
+          // A DP worker's lines name its rank (they share the supervisor's stdout).
+          ...(dpRole(config) === 'worker'
+            ? { base: { pid: process.pid, hostname: hostname(), dp_rank: config.encoder.dpRank } }
+            : {}),
           genReqId: (req) => (req.headers['x-request-id'] as string | undefined) ?? randomUUID(),
           customProps: (req) => {
             const reqId = requestReqId(req);

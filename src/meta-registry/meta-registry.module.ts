@@ -1,23 +1,29 @@
 import { Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { NatsConnectionService } from '../transport/nats-connection.service';
+import { ParentLink } from '../transport/parent-link';
 import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaRegistry } from './meta-registry.service';
 import { MetaStore } from './meta-store';
 import { MetadataController } from './metadata.controller';
 import { MetadataService } from './metadata.service';
+import { ParentMirroredStore } from './parent-mirrored-store';
+
+function makeStore(config: AppConfig, nats: NatsConnectionService, link: ParentLink): MetaStore {
+  if (config.registry.store === 'jetstream') return new JetStreamMetaStore(nats, config);
+  // A DP worker mirrors its records to its supervisor; with JetStream, everyone shares the bucket.
+  if (link.channel) return new ParentMirroredStore(config.registry.maxEntries, link.channel);
+  return new MemoryMetaStore(config.registry.maxEntries);
+}
 
 @Module({
   controllers: [MetadataController],
   providers: [
     {
       provide: MetaStore,
-      inject: [AppConfig, NatsConnectionService],
-      useFactory: (config: AppConfig, nats: NatsConnectionService): MetaStore =>
-        config.registry.store === 'jetstream'
-          ? new JetStreamMetaStore(nats, config)
-          : new MemoryMetaStore(config.registry.maxEntries),
+      inject: [AppConfig, NatsConnectionService, ParentLink],
+      useFactory: makeStore,
     },
     MetaRegistry,
     MetadataService,

@@ -10,7 +10,7 @@ import {
 } from 'rxjs';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
-import { AppConfig } from '../config/app-config';
+import { AppConfig, dpRole } from '../config/app-config';
 import { MetaStore, type Owner, type StoredMeta } from './meta-store';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
 
@@ -102,9 +102,16 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     this.close();
   }
 
-  /** This process as the owner of what it encodes (recorded with its metadata). */
+  /**
+   * This process as the owner of what it encodes (recorded with its metadata): a DP worker
+   * names its rank and pid, a DP supervisor (which stages nothing) only its instance.
+   */
   get self(): Owner {
-    return { instance: this.config.instance.id, rank: this.config.encoder.dpRank };
+    const instance = this.config.instance.id;
+    const role = dpRole(this.config);
+    if (role === 'supervisor') return { instance };
+    if (role === 'worker') return { instance, rank: this.config.encoder.dpRank, pid: process.pid };
+    return { instance, rank: this.config.encoder.dpRank };
   }
 
   /** `owner`: set by the encoder that stages the embedding (owner routing). */

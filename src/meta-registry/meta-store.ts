@@ -1,10 +1,15 @@
 import type { Observable } from 'rxjs';
 import type { MetaPayload } from './meta.schema';
 
-/** The instance (and, with DP, the rank) that holds a request's staged embedding. */
+/**
+ * The instance (and, with DP, the rank) that holds a request's staged embedding. A DP
+ * worker also records its pid: a respawned rank is a new process that does not hold its
+ * predecessor's embeddings.
+ */
 export interface Owner {
   instance: string;
   rank?: number;
+  pid?: number;
 }
 
 export interface StoredMeta {

@@ -1,16 +1,42 @@
-import { Module } from '@nestjs/common';
+import { Module, type DynamicModule } from '@nestjs/common';
 import { PrometheusModule } from '@willsoto/nestjs-prometheus';
+import type { DpRole } from '../config/app-config';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RoutingModule } from '../routing/routing.module';
+import { DpMetricsController, WorkerMetricsReporter } from './dp-metrics';
 import { RegistryMetrics } from './registry.metrics';
 import { RoutingMetrics } from './routing.metrics';
 
-@Module({
-  imports: [
-    PrometheusModule.register({ path: '/metrics', defaultMetrics: { enabled: true } }),
-    MetaRegistryModule,
-    RoutingModule,
-  ],
-  providers: [RegistryMetrics, RoutingMetrics],
-})
-export class MetricsModule {}
+/**
+ * PrometheusModule.register collects the default metrics into the global registry: once
+ * per process (tests and benchmarks create several apps), hence one module per kind.
+ */
+const prometheus = new Map<boolean, DynamicModule>();
+function prometheusModule(aggregating: boolean): DynamicModule {
+  let m = prometheus.get(aggregating);
+  if (!m) {
+    m = PrometheusModule.register({
+      path: '/metrics',
+      defaultMetrics: { enabled: true },
+      ...(aggregating ? { controller: DpMetricsController } : {}),
+    });
+    prometheus.set(aggregating, m);
+  }
+  return m;
+}
+
+/** Prometheus /metrics; a DP supervisor's covers every worker, each worker reports its own. */
+@Module({})
+export class MetricsModule {
+  static for(role: DpRole): DynamicModule {
+    return {
+      module: MetricsModule,
+      imports: [prometheusModule(role === 'supervisor'), MetaRegistryModule, RoutingModule],
+      providers: [
+        RegistryMetrics,
+        RoutingMetrics,
+        ...(role === 'worker' ? [WorkerMetricsReporter] : []),
+      ],
+    };
+  }
+}

@@ -9,12 +9,17 @@ import { OwnedMetrics } from './owned-metrics';
 export class RoutingMetrics extends OwnedMetrics {
   constructor(router: OwnerRouter, roster: InstanceRoster) {
     super();
-    const last = { local: 0, forwarded: 0, ownerGone: 0 };
-    const outcomes = { local: 'local', forwarded: 'forwarded', ownerGone: 'owner_gone' } as const;
+    const last = { local: 0, forwarded: 0, toRank: 0, ownerGone: 0 };
+    const outcomes = {
+      local: 'local',
+      forwarded: 'forwarded',
+      toRank: 'dp_rank',
+      ownerGone: 'owner_gone',
+    } as const;
     this.own(
       new Counter({
         name: 'epd_owner_routing_total',
-        help: 'Per-req_id calls by where they were answered: here (local), by the owner (forwarded), or refused because the owner is gone (owner_gone)',
+        help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), or refused because the owner is gone (owner_gone)',
         labelNames: ['outcome'],
         collect() {
           const now = router.stats;

@@ -96,6 +96,11 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
     return state;
   }
 
+  /** Consumes the tombstone of a req_id released before its encode began (DP dispatch). */
+  takeTombstone(reqId: string): boolean {
+    return this.tombstones.delete(reqId);
+  }
+
   isTombstoned(reqId: string): boolean {
     return this.tombstones.has(reqId);
   }

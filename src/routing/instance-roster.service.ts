@@ -9,7 +9,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Clock } from '../common/clock';
-import { AppConfig } from '../config/app-config';
+import { AppConfig, dpRole } from '../config/app-config';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 
 export interface InstanceInfo {
@@ -56,8 +56,9 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     this.startedAt = clock.now();
   }
 
+  /** With a shared store; a DP worker is part of its supervisor's instance, not one itself. */
   get enabled(): boolean {
-    return this.config.registry.store === 'jetstream';
+    return this.config.registry.store === 'jetstream' && dpRole(this.config) !== 'worker';
   }
 
   private get ttlMs(): number {

@@ -1,15 +1,14 @@
-import { Injectable, Logger } from '@nestjs/common';
-import { RequestError, TimeoutError, headers } from '@nats-io/transport-node';
+import { Injectable, Logger, Optional } from '@nestjs/common';
+import type { NatsContext } from '@nestjs/microservices';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
-import { MMError } from '../common/errors/mm-error';
-import { AppConfig } from '../config/app-config';
+import { AppConfig, dpRole } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner } from '../meta-registry/meta-store';
-import { NatsConnectionService } from '../transport/nats-connection.service';
-import type { NatsContext } from '@nestjs/microservices';
+import { NatsForwarder } from '../transport/nats-forwarder';
 import { instanceSubjectFor, isInstanceSubject, type DpType } from '../transport/subjects';
 import { InstanceRoster } from './instance-roster.service';
+import { LocalRanks } from './local-ranks';
 
 export interface RouteOptions {
   /** Whether this instance holds state for the req_id (then the call is answered here). */
@@ -41,32 +40,35 @@ export function routeOptions(
   };
 }
 
-interface Reply {
-  response?: unknown;
-  err?: { code?: number; type?: string; message?: string; req_id?: string };
-}
-
 /**
- * Owner routing (EPD_REGISTRY_STORE=jetstream): a per-req_id call that reaches an instance
- * which does not hold the req_id's staged embedding is forwarded over NATS to the owner
- * recorded with the metadata, with the remaining deadline, and the owner's answer (value
- * or error) is returned unchanged. Never a silent retry elsewhere: an owner that is gone
- * gives 503 `owner_gone` at once. With the memory store every call is local.
+ * Owner routing: a per-req_id call that reaches a process which does not hold the req_id's
+ * staged embedding goes to the owner recorded with the metadata, with the remaining
+ * deadline, and the owner's answer (value or error) is returned unchanged. Owners are
+ * peer instances (EPD_REGISTRY_STORE=jetstream; forwarded over NATS to the instance,
+ * which routes on to its rank) and this instance's DP workers (EPD_DP_SIZE > 1; through
+ * the supervisor's LocalRanks, which also knows the rank of an encode still in flight).
+ * Never a silent retry elsewhere: an owner that is gone gives 503 `owner_gone` at once.
+ * A single process on the memory store, and every DP worker, answers every call itself.
  */
 @Injectable()
 export class OwnerRouter {
   private readonly logger = new Logger('OwnerRouter');
-  private readonly counters = { local: 0, forwarded: 0, ownerGone: 0 };
+  private readonly counters = { local: 0, forwarded: 0, toRank: 0, ownerGone: 0 };
+  private readonly routes: boolean;
 
   constructor(
     private readonly config: AppConfig,
     private readonly registry: MetaRegistry,
-    private readonly nats: NatsConnectionService,
+    private readonly forwarder: NatsForwarder,
     private readonly roster: InstanceRoster,
     private readonly clock: Clock,
-  ) {}
+    @Optional() private readonly ranks?: LocalRanks,
+  ) {
+    const role = dpRole(config);
+    this.routes = role === 'supervisor' || (role === 'single' && roster.enabled);
+  }
 
-  get stats(): { local: number; forwarded: number; ownerGone: number } {
+  get stats(): { local: number; forwarded: number; toRank: number; ownerGone: number } {
     return { ...this.counters };
   }
 
@@ -78,15 +80,31 @@ export class OwnerRouter {
     local: () => Promise<T>,
     options: RouteOptions,
   ): Promise<T> {
-    const owner =
-      !this.roster.enabled || options.forwarded || options.isLocal()
-        ? undefined
-        : await this.ownerOf(reqId, deadline, options);
-    if (!owner || owner.instance === this.config.instance.id) {
-      this.counters.local++;
-      return local();
+    const owner = this.routes ? await this.ownerFor(reqId, deadline, options) : undefined;
+    if (owner && owner.instance !== this.config.instance.id) {
+      return this.forward<T>(dp, reqId, body, deadline, owner);
     }
-    return this.forward<T>(dp, reqId, body, deadline, owner);
+    if (owner?.rank !== undefined && this.ranks) {
+      this.counters.toRank++;
+      return this.ranks.call<T>(owner, dp, reqId, body, deadline);
+    }
+    this.counters.local++;
+    return local();
+  }
+
+  private async ownerFor(
+    reqId: string,
+    deadline: number,
+    options: RouteOptions,
+  ): Promise<Owner | undefined> {
+    if (this.ranks) {
+      // A supervisor holds nothing itself, so a call a peer forwarded here still needs its rank.
+      const inflight = this.ranks.inflightOwner(reqId);
+      if (inflight) return inflight;
+    } else if (options.forwarded) {
+      return undefined;
+    }
+    return options.isLocal() ? undefined : this.ownerOf(reqId, deadline, options);
   }
 
   /** The recorded owner; for a req_id with no metadata yet, optionally waits for it. */
@@ -114,34 +132,16 @@ export class OwnerRouter {
     owner: Owner,
   ): Promise<T> {
     if (!(await this.roster.isAlive(owner.instance))) throw this.gone(owner, reqId);
-    const nc = await this.nats.connection();
-    const timeout = Math.max(1, deadline - this.clock.now());
     const subject = instanceSubjectFor(this.config.nats.subjectPrefix, owner.instance, dp);
-    const h = headers();
-    h.set('Deadline', String(deadline));
-    let reply: Reply;
-    try {
-      const msg = await nc.request(subject, JSON.stringify({ ...body, timeout_ms: timeout }), {
-        timeout,
-        headers: h,
-      });
-      reply = msg.json<Reply>();
-    } catch (err) {
-      if (err instanceof RequestError && err.isNoResponders()) throw this.gone(owner, reqId);
-      if (err instanceof TimeoutError || (err as Error).cause instanceof TimeoutError) {
-        throw Errors.deadlineExceeded(`${dp} forwarded to owner instance ${owner.instance}`, reqId);
-      }
-      throw err;
-    }
     this.counters.forwarded++;
-    if (reply.err) {
-      const e = reply.err;
-      throw new MMError(e.message ?? 'owner failed', e.code ?? 500, e.req_id ?? reqId, e.type);
-    }
-    return reply.response as T;
+    return this.forwarder.request<T>(subject, body, deadline, reqId, {
+      noResponders: () => this.gone(owner, reqId),
+      timeout: () =>
+        Errors.deadlineExceeded(`${dp} forwarded to owner instance ${owner.instance}`, reqId),
+    });
   }
 
-  private gone(owner: Owner, reqId: string): MMError {
+  private gone(owner: Owner, reqId: string): Error {
     this.counters.ownerGone++;
     this.logger.warn({ req_id: reqId, owner: owner.instance }, 'owner instance is gone');
     return Errors.ownerGone(owner.instance, reqId);

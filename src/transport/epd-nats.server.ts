@@ -1,20 +1,24 @@
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
-import type { AppConfig } from '../config/app-config';
+import { dpRole, type AppConfig } from '../config/app-config';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
-import { instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
+import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
 
 type NatsCallback = (err: Error | null, msg: Msg) => void;
 
 /**
  * Nest's NATS server on the process's shared connection. Handlers are registered by
- * dp_type (`@MessagePattern('wait_metadata')`); this server subscribes each one to
- * `<prefix>.v1.<dp_type>` in the queue group, to this worker's
- * `<prefix>.v1.rank.<N>.<dp_type>` and to this instance's `<prefix>.v1.inst.<id>.<dp_type>`
- * (where peers forward calls for the embeddings staged here), so the prefix stays
- * configuration, not code.
+ * dp_type (`@MessagePattern('wait_metadata')`); this server subscribes each one, so the
+ * prefix stays configuration, not code, to:
+ * - one process (EPD_DP_SIZE=1): `<prefix>.v1.<dp_type>` in the queue group, rank 0's
+ *   `<prefix>.v1.rank.0.<dp_type>`, and this instance's `<prefix>.v1.inst.<id>.<dp_type>`
+ *   (where peers forward calls for the embeddings staged here);
+ * - a DP supervisor: the plain subjects and the instance subjects (it dispatches to ranks);
+ * - DP worker N: `<prefix>.v1.rank.<N>.<dp_type>` (in the queue group: one instance's
+ *   rank N answers) and `<prefix>.v1.inst.<id>.rank.<N>.<dp_type>`, where its supervisor
+ *   and owner routing reach it. Never the plain subjects: those go through dispatch.
  */
 export class EpdNatsServer extends ServerNats {
   private readonly nats: NatsConnectionService;
@@ -47,16 +51,21 @@ export class EpdNatsServer extends ServerNats {
   }
 
   override bindEvents(client: NatsConnection): void {
-    const { subjectPrefix, queueGroup } = this.config.nats;
+    const { subjectPrefix: prefix, queueGroup: queue } = this.config.nats;
     const rank = this.config.encoder.dpRank;
+    const id = this.config.instance.id;
+    const role = dpRole(this.config);
     for (const dpType of this.messageHandlers.keys()) {
       // Nest types the handler as Function; nats.js calls it as (error, msg).
       const callback = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
-      client.subscribe(subjectFor(subjectPrefix, dpType), { queue: queueGroup, callback });
-      client.subscribe(rankSubjectFor(subjectPrefix, rank, dpType), { callback });
-      client.subscribe(instanceSubjectFor(subjectPrefix, this.config.instance.id, dpType), {
-        callback,
-      });
+      if (role === 'worker') {
+        client.subscribe(rankSubjectFor(prefix, rank, dpType), { queue, callback });
+        client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });
+        continue;
+      }
+      client.subscribe(subjectFor(prefix, dpType), { queue, callback });
+      if (role === 'single') client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
+      client.subscribe(instanceSubjectFor(prefix, id, dpType), { callback });
     }
   }
 

@@ -29,6 +29,20 @@ export function instanceSubjectFor(prefix: string, instanceId: string, dpType: s
   return `${prefix}.v1.inst.${instanceId}.${dpType}`;
 }
 
+/**
+ * `<prefix>.v1.inst.<id>.rank.<N>.<dp_type>`: one DP worker of one instance. Its
+ * supervisor dispatches here; unlike the plain rank subject it is unambiguous when
+ * several instances run DP workers on one NATS.
+ */
+export function instanceRankSubjectFor(
+  prefix: string,
+  instanceId: string,
+  rank: number,
+  dpType: string,
+): string {
+  return `${prefix}.v1.inst.${instanceId}.rank.${rank}.${dpType}`;
+}
+
 /** Whether a message arrived on an instance subject, i.e. was forwarded here by a peer. */
 export function isInstanceSubject(subject: string): boolean {
   return subject.includes('.v1.inst.');

@@ -2,9 +2,13 @@ import { Global, Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { EpdNatsServer } from './epd-nats.server';
 import { NatsConnectionService } from './nats-connection.service';
+import { NatsForwarder } from './nats-forwarder';
+import { ParentLink } from './parent-link';
 
 /**
- * The process's one NATS connection and the Nest server on it. Infrastructure only: it
+ * The process's one NATS connection, the Nest server on it, the client that forwards
+ * calls to other processes (owner routing, DP dispatch), and a DP worker's IPC link to
+ * its supervisor. Infrastructure only: it
  * imports no feature module; each feature's @MessagePattern handlers live in its own
  * controllers, beside its HTTP routes.
  */
@@ -12,6 +16,8 @@ import { NatsConnectionService } from './nats-connection.service';
 @Module({
   providers: [
     NatsConnectionService,
+    NatsForwarder,
+    ParentLink,
     {
       provide: EpdNatsServer,
       inject: [NatsConnectionService, AppConfig],
@@ -19,6 +25,6 @@ import { NatsConnectionService } from './nats-connection.service';
         new EpdNatsServer(nats, config),
     },
   ],
-  exports: [NatsConnectionService, EpdNatsServer],
+  exports: [NatsConnectionService, EpdNatsServer, NatsForwarder, ParentLink],
 })
 export class TransportModule {}

@@ -34,8 +34,8 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  proc.stdout?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-20_000)));
-  proc.stderr?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-20_000)));
+  proc.stdout?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-200_000)));
+  proc.stderr?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-200_000)));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {

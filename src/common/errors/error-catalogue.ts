@@ -131,6 +131,32 @@ export const Errors = {
       reqId,
       'staging_full',
     ),
+  // DP workers (EPD_DP_SIZE > 1): SGLang's messages where it has them
+  workerDied: (rank: number, exitCode: number | null, reqId?: string) =>
+    new MMError(`DP worker rank=${rank} died (exitcode=${exitCode})`, 503, reqId, 'worker_died'),
+  allWorkersDead: (reqId?: string) =>
+    new MMError('All encoder DP workers are dead.', 503, reqId, 'workers_dead'),
+  allWorkersAtCapacity: (ranks: number, max: number, reqId?: string) =>
+    new MMError(
+      `all ${ranks} encoder DP workers are at capacity: ${max} requests pending on each (EPD_MAX_PENDING=${max}); retry later`,
+      503,
+      reqId,
+      'at_capacity',
+    ),
+  rankGone: (rank: number, pid: number | undefined, reqId: string) =>
+    new MMError(
+      `DP worker rank=${rank} (pid ${pid ?? '?'}) that held req_id=${reqId} is gone; the staged embedding is lost`,
+      503,
+      reqId,
+      'owner_gone',
+    ),
+  workerNotAnswering: (rank: number, reqId?: string) =>
+    new MMError(
+      `DP worker rank=${rank} is not answering on NATS`,
+      503,
+      reqId,
+      'worker_unavailable',
+    ),
   encoderNotReady: (reason: string) =>
     new MMError(`encoder not ready: ${reason}`, 503, undefined, 'not_ready'),
 

@@ -1,0 +1,23 @@
+import { Injectable, Optional, type OnModuleInit } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { EncodeAdmission } from '../encoder/pipeline/encode-admission.service';
+import { ReqStateStore } from '../requests/req-state.store';
+import { ParentLink } from '../transport/parent-link';
+import { requestsView } from './request-views';
+
+/** A DP worker's request list, for its supervisor's GET /admin/requests. */
+@Injectable()
+export class AdminReports implements OnModuleInit {
+  constructor(
+    private readonly link: ParentLink,
+    private readonly states: ReqStateStore,
+    private readonly clock: Clock,
+    @Optional() private readonly admission?: EncodeAdmission,
+  ) {}
+
+  onModuleInit(): void {
+    this.link.handle('requests', () =>
+      requestsView(this.states, this.clock, this.admission?.pendingRequests ?? 0),
+    );
+  }
+}

@@ -1,0 +1,49 @@
+import type { Clock } from '../common/clock';
+import { destinationViews, type DestinationView } from '../delivery/delivery.service';
+import type { ReqPhase, ReqStateStore, StagingStats } from '../requests/req-state.store';
+
+export interface RequestView {
+  req_id: string;
+  modality: string;
+  part_idx: number;
+  state: ReqPhase;
+  bytes: number;
+  embedding_len: number | null;
+  embedding_dim: number | null;
+  dtype: string | null;
+  age_ms: number;
+  idle_ms: number;
+  receive_count: number | null;
+  acked: number;
+  destinations: DestinationView[];
+}
+
+export interface RequestsView {
+  staging: StagingStats;
+  pending: number;
+  requests: RequestView[];
+}
+
+/** The requests with state in this process: encoding or staged, with bytes and ages. */
+export function requestsView(states: ReqStateStore, clock: Clock, pending: number): RequestsView {
+  const now = clock.now();
+  return {
+    staging: states.stats(),
+    pending,
+    requests: states.list().map((s) => ({
+      req_id: s.reqId,
+      modality: s.modality,
+      part_idx: s.partIdx,
+      state: s.phase,
+      bytes: s.heldBytes,
+      embedding_len: s.embedding?.tokens ?? null,
+      embedding_dim: s.embedding?.dim ?? null,
+      dtype: s.embedding?.dtype ?? null,
+      age_ms: now - s.createdAt,
+      idle_ms: now - s.lastUsedAt,
+      receive_count: s.receiveCount ?? null,
+      acked: s.ackedCount,
+      destinations: destinationViews(s),
+    })),
+  };
+}

@@ -1,0 +1,30 @@
+import { Global, Module } from '@nestjs/common';
+import { EncoderHealth } from '../health/encoder-health';
+import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
+import { RequestsModule } from '../requests/requests.module';
+import { LocalRanks } from '../routing/local-ranks';
+import { DispatchAdminController, DispatchController } from './dispatch.controller';
+import { DispatchMetrics } from './dispatch.metrics';
+import { DpDispatcher } from './dp-dispatcher.service';
+import { WorkersHealth } from './workers.health';
+import { WorkerSupervisor } from './worker-supervisor.service';
+
+/**
+ * DP (EPD_DP_SIZE > 1), in the supervisor: the worker processes, dispatch and admission,
+ * worker death and respawn, broadcasts, and the workers' health. Global because its
+ * LocalRanks is one more kind of owner for owner routing, which every feature uses.
+ */
+@Global()
+@Module({
+  imports: [MetaRegistryModule, RequestsModule],
+  controllers: [DispatchController, DispatchAdminController],
+  providers: [
+    WorkerSupervisor,
+    DpDispatcher,
+    DispatchMetrics,
+    { provide: LocalRanks, useExisting: DpDispatcher },
+    { provide: EncoderHealth, useClass: WorkersHealth },
+  ],
+  exports: [LocalRanks, EncoderHealth],
+})
+export class DispatchModule {}

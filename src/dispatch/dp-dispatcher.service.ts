@@ -1,0 +1,208 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { Errors } from '../common/errors/error-catalogue';
+import { MMError } from '../common/errors/mm-error';
+import { AppConfig } from '../config/app-config';
+import type { EncodeRequest } from '../encoder/pipeline/encode-request.schema';
+import type { EncodeResponse } from '../encoder/pipeline/encode-response';
+import { isErrorMeta } from '../meta-registry/meta.schema';
+import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import type { Owner } from '../meta-registry/meta-store';
+import { ReqStateStore } from '../requests/req-state.store';
+import { LocalRanks } from '../routing/local-ranks';
+import { NatsForwarder } from '../transport/nats-forwarder';
+import { DpType, instanceRankSubjectFor } from '../transport/subjects';
+import { WorkerSupervisor, type Rank } from './worker-supervisor.service';
+
+/** One rank's answer to a broadcast: its value, or the error it (or its absence) gave. */
+export interface RankAnswer<T> {
+  rank: number;
+  value?: T;
+  error?: MMError;
+}
+
+/**
+ * Dispatch to DP workers, and the LocalRanks of owner routing.
+ *
+ * - `encode` goes to the alive rank with the fewest pending calls (encodes and control
+ *   calls alike) under EPD_MAX_PENDING; ties go to a global round-robin cursor that is
+ *   never reset. A req_id whose embedding a live rank still holds goes back to that rank,
+ *   which answers a duplicate with 409 as one process would; one still being dispatched
+ *   gets 409 here, whichever rank has it.
+ * - Per-req_id calls reach the owning rank over its instance rank subject, counted in its
+ *   pending calls and failed at once if it dies.
+ * - Broadcasts go to every alive rank at once under one deadline.
+ */
+@Injectable()
+export class DpDispatcher extends LocalRanks {
+  private readonly logger = new Logger('DpDispatcher');
+  /** Encodes dispatched and not answered yet: at most EPD_MAX_PENDING per rank. */
+  private readonly inflight = new Map<string, Owner>();
+  private cursor = 0;
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly supervisor: WorkerSupervisor,
+    private readonly forwarder: NatsForwarder,
+    private readonly registry: MetaRegistry,
+    private readonly states: ReqStateStore,
+    private readonly clock: Clock,
+  ) {
+    super();
+  }
+
+  get inflightCount(): number {
+    return this.inflight.size;
+  }
+
+  override inflightOwner(reqId: string): Owner | undefined {
+    return this.inflight.get(reqId);
+  }
+
+  async encode(raw: object, req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
+    const reqId = req.req_id;
+    if (this.inflight.has(reqId)) throw Errors.duplicateActive(reqId);
+    if (this.states.takeTombstone(reqId)) {
+      // Released before any rank saw it, as one process answers (and tells its waiters).
+      await this.publishError(reqId, req.part_idx, Errors.releasedBeforeEncode(reqId).message);
+      throw Errors.releasedBeforeEncode(reqId);
+    }
+    const rank = (await this.holder(reqId)) ?? this.pick(reqId);
+    const owner: Owner = { instance: this.config.instance.id, rank: rank.rank, pid: rank.pid };
+    this.inflight.set(reqId, owner);
+    try {
+      return await this.callRank<EncodeResponse>(rank, DpType.Encode, reqId, raw, deadline);
+    } catch (err) {
+      // The worker died with it: its waiters learn why now, not at their deadline.
+      if (err instanceof MMError && err.type === 'worker_died') {
+        await this.publishError(reqId, req.part_idx, err.message);
+      }
+      throw err;
+    } finally {
+      if (this.inflight.get(reqId) === owner) this.inflight.delete(reqId);
+    }
+  }
+
+  /** The live rank that holds `reqId`'s embedding now (it answers a duplicate with 409). */
+  private async holder(reqId: string): Promise<Rank | undefined> {
+    const record = await this.registry.get(reqId).catch(() => undefined);
+    const owner = record?.owner;
+    if (!owner || isErrorMeta(record.metadata) || owner.instance !== this.config.instance.id) {
+      return undefined;
+    }
+    const rank = owner.rank === undefined ? undefined : this.supervisor.ranks[owner.rank];
+    return rank?.alive && rank.pid === owner.pid ? rank : undefined;
+  }
+
+  /** Least pending among the alive ranks under the cap; ties by the global cursor. */
+  private pick(reqId: string): Rank {
+    const alive = this.supervisor.ranks.filter((r) => r.alive);
+    if (alive.length === 0) throw Errors.allWorkersDead(reqId);
+    const max = this.config.encoder.maxPending;
+    const open = alive.filter((r) => r.pending < max);
+    if (open.length === 0) throw Errors.allWorkersAtCapacity(alive.length, max, reqId);
+    const least = Math.min(...open.map((r) => r.pending));
+    const tied = open.filter((r) => r.pending === least);
+    return tied[this.cursor++ % tied.length]!;
+  }
+
+  override call<T>(
+    owner: Owner,
+    dp: DpType,
+    reqId: string,
+    body: object,
+    deadline: number,
+  ): Promise<T> {
+    const rank = owner.rank === undefined ? undefined : this.supervisor.ranks[owner.rank];
+    if (!rank?.alive || (owner.pid !== undefined && rank.pid !== owner.pid)) {
+      return Promise.reject(Errors.rankGone(owner.rank ?? -1, owner.pid, reqId));
+    }
+    return this.callRank<T>(rank, dp, reqId, body, deadline);
+  }
+
+  override gather<T>(type: string): Promise<{ rank: number; value: T }[]> {
+    return this.supervisor.gather<T>(type);
+  }
+
+  private callRank<T>(
+    rank: Rank,
+    dp: DpType,
+    reqId: string | undefined,
+    body: object,
+    deadline: number,
+  ): Promise<T> {
+    const subject = instanceRankSubjectFor(
+      this.config.nats.subjectPrefix,
+      this.config.instance.id,
+      rank.rank,
+      dp,
+    );
+    const timeout = () => Errors.deadlineExceeded(`${dp} on DP worker rank=${rank.rank}`, reqId);
+    return this.supervisor.track(rank, reqId, async () => {
+      try {
+        return await this.forwarder.request<T>(subject, body, deadline, reqId, {
+          noResponders: () => Errors.workerNotAnswering(rank.rank, reqId),
+          timeout,
+        });
+      } catch (err) {
+        // An encode with inline media larger than NATS carries (an HTTP body may be 64 MiB)
+        // goes over the fork's IPC channel instead, which has no such limit.
+        const tooLarge = err instanceof MMError && err.type === 'payload_too_large';
+        if (dp !== DpType.Encode || !tooLarge || !rank.channel) throw err;
+        const ms = Math.max(1, deadline - this.clock.now());
+        return rank.channel.request<T>(DpType.Encode, { body, deadline }, ms, timeout);
+      }
+    });
+  }
+
+  /**
+   * `dp` on every alive rank at once, all under one deadline. 503 `All encoder DP workers
+   * are dead.` when none is alive; otherwise one answer per alive rank, failures included.
+   */
+  async broadcast<T>(dp: DpType, body: object, timeoutMs: number): Promise<RankAnswer<T>[]> {
+    const alive = this.supervisor.ranks.filter((r) => r.alive);
+    if (alive.length === 0) throw Errors.allWorkersDead();
+    const deadline = this.clock.now() + timeoutMs;
+    return Promise.all(
+      alive.map((r) =>
+        this.callRank<T>(r, dp, undefined, body, deadline).then(
+          (value) => ({ rank: r.rank, value }),
+          (err: unknown) => ({
+            rank: r.rank,
+            error: err instanceof MMError ? err : new MMError((err as Error).message, 500),
+          }),
+        ),
+      ),
+    );
+  }
+
+  private async publishError(reqId: string, partIdx: number, message: string): Promise<void> {
+    await this.registry
+      .publish(reqId, { error: message }, partIdx, this.registry.self)
+      .catch((err: unknown) =>
+        this.logger.warn(
+          { req_id: reqId, err: (err as Error).message },
+          'could not publish error metadata',
+        ),
+      );
+  }
+}
+
+/**
+ * A broadcast's answers as one reply: a line per rank (`dp_rank=N: …`, SGLang's form) and
+ * the worst per-rank status, thrown as that status when any rank failed.
+ */
+export function mergeRankAnswers<T>(
+  answers: RankAnswer<T>[],
+  describe: (value: T) => string,
+): string {
+  const lines = answers.map((a) =>
+    a.error
+      ? `dp_rank=${a.rank}: ${a.error.code} ${a.error.message}`
+      : `dp_rank=${a.rank}: ${describe(a.value as T)}`,
+  );
+  const failed = answers.filter((a) => a.error);
+  if (failed.length === 0) return lines.join('\n');
+  const worst = failed.reduce((w, a) => (a.error!.code > w.error!.code ? a : w));
+  throw new MMError(lines.join('\n'), worst.error!.code, undefined, worst.error!.type);
+}

@@ -1,0 +1,330 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { availableParallelism, constants } from 'node:os';
+import { join } from 'node:path';
+import {
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { backoffMs } from '../common/backoff';
+import { Errors } from '../common/errors/error-catalogue';
+import { AppConfig } from '../config/app-config';
+import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import type { MirrorMessage } from '../meta-registry/parent-mirrored-store';
+import { IpcChannel } from '../transport/ipc-channel';
+
+/** The built service entry point; each worker runs it with EPD_DP_WORKER=1. */
+const WORKER_MAIN = join(__dirname, '..', 'main.js');
+/** A worker that lived this long before dying starts its respawn backoff afresh. */
+const STABLE_MS = 30_000;
+const IPC_TIMEOUT_MS = 1000;
+const EX_CONFIG = 78;
+
+/** ONNX Runtime and preprocessing threads per worker, so N workers do not oversubscribe. */
+export interface ThreadPlan {
+  cores: number;
+  intraOpThreads: number;
+  preprocessThreads: number;
+  /** Whether each came from the operator's environment rather than from the core count. */
+  explicit: { intraOpThreads: boolean; preprocessThreads: boolean };
+}
+
+/**
+ * Threads per worker: the cores shared evenly between the workers for ONNX Runtime's
+ * intra-op pool (at least one each), one preprocessing thread each, unless the operator
+ * set EPD_INTRA_OP_THREADS / EPD_PREPROCESS_THREADS (then theirs, per worker).
+ */
+export function threadPlan(
+  dpSize: number,
+  cores: number,
+  env: Record<string, string | undefined>,
+): ThreadPlan {
+  const intra = env.EPD_INTRA_OP_THREADS;
+  const pre = env.EPD_PREPROCESS_THREADS;
+  return {
+    cores,
+    intraOpThreads: intra ? Number(intra) : Math.max(1, Math.floor(cores / dpSize)),
+    preprocessThreads: pre ? Number(pre) : 1,
+    explicit: { intraOpThreads: Boolean(intra), preprocessThreads: Boolean(pre) },
+  };
+}
+
+/** One DP rank: the slot a worker process fills, and refills after it dies. */
+export class Rank {
+  child?: ChildProcess;
+  pid?: number;
+  channel?: IpcChannel;
+  /** Subscribed on NATS and listening: calls may go to it. */
+  ready = false;
+  /** Calls from this supervisor in flight to it: encodes and control calls alike. */
+  pending = 0;
+  dispatched = 0;
+  restarts = 0;
+  lastExitCode: number | null = null;
+  startedAt = 0;
+  /** Consecutive deaths within STABLE_MS of starting: the respawn backoff's attempt. */
+  quickDeaths = 0;
+  /** Fails one pending call with the worker's exit code. */
+  readonly failers = new Set<(exitCode: number | null) => void>();
+
+  constructor(readonly rank: number) {}
+
+  get alive(): boolean {
+    return this.ready && this.child !== undefined;
+  }
+}
+
+export interface WorkerView {
+  dp_rank: number;
+  pid: number | null;
+  alive: boolean;
+  pending: number;
+  dispatched: number;
+  staged_bytes: number | null;
+  restarts: number;
+  last_exit_code: number | null;
+}
+
+/** What a worker reports about itself over IPC (`stats`). */
+export interface WorkerStats {
+  pending: number;
+  staged_bytes: number;
+}
+
+/**
+ * EPD_DP_SIZE encoder worker processes under this one: starts them (each with its own NATS
+ * connection, ONNX Runtime session, preprocessing pool, staging budget and request
+ * state), notices a death at once from the child's exit event, fails that worker's
+ * pending calls with SGLang's `DP worker rank={r} died (exitcode={c})` (503), and
+ * respawns it with capped backoff. On shutdown it stops respawning, SIGTERMs every worker
+ * and SIGKILLs any still running when the grace period ends.
+ */
+@Injectable()
+export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('WorkerSupervisor');
+  readonly ranks: Rank[];
+  readonly plan: ThreadPlan;
+  private stopping = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly registry: MetaRegistry,
+    private readonly clock: Clock,
+  ) {
+    this.ranks = Array.from({ length: config.encoder.dpSize }, (_, r) => new Rank(r));
+    this.plan = threadPlan(config.encoder.dpSize, availableParallelism(), process.env);
+  }
+
+  get aliveCount(): number {
+    return this.ranks.filter((r) => r.alive).length;
+  }
+
+  onApplicationBootstrap(): void {
+    if (!existsSync(WORKER_MAIN)) {
+      throw new Error(`EPD_DP_SIZE>1 needs the built service (${WORKER_MAIN}): run npm run build`);
+    }
+    const p = this.plan;
+    this.logger.log(
+      {
+        dp_size: this.ranks.length,
+        cores: p.cores,
+        intra_op_threads: p.intraOpThreads,
+        preprocess_threads: p.preprocessThreads,
+        explicit: p.explicit,
+      },
+      `starting ${this.ranks.length} DP workers on ${p.cores} cores: ${p.intraOpThreads} ONNX Runtime intra-op and ${p.preprocessThreads} preprocessing thread(s) each`,
+    );
+    for (const r of this.ranks) this.spawn(r);
+  }
+
+  private workerEnv(rank: number): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      EPD_DP_WORKER: '1',
+      EPD_DP_RANK: String(rank),
+      EPD_INSTANCE_ID: this.config.instance.id,
+      // Workers serve HTTP on loopback only (their own /health, /admin); callers use ours.
+      EPD_HTTP_HOST: '127.0.0.1',
+      EPD_HTTP_PORT: '0',
+      EPD_SGLANG_BOOTSTRAP_URL: '',
+      EPD_INTRA_OP_THREADS: String(this.plan.intraOpThreads),
+      EPD_PREPROCESS_THREADS: String(this.plan.preprocessThreads),
+    };
+  }
+
+  private spawn(r: Rank): void {
+    const child = fork(WORKER_MAIN, [], {
+      env: this.workerEnv(r.rank),
+      stdio: 'inherit',
+      execArgv: process.execArgv.filter((a) => !a.startsWith('--inspect')),
+    });
+    r.child = child;
+    r.pid = child.pid;
+    r.ready = false;
+    r.startedAt = this.clock.now();
+    const channel = new IpcChannel(child);
+    r.channel = channel;
+    channel.handle('ready', () => {
+      if (r.child !== child) return;
+      r.ready = true;
+      this.logger.log({ dp_rank: r.rank, pid: child.pid }, `DP worker rank=${r.rank} is ready`);
+    });
+    channel.handle('meta', (m) => this.mirror(r, child.pid, m as MirrorMessage));
+    child.once('exit', (code, signal) => this.onExit(r, child, code, signal));
+    child.on('error', (err) =>
+      this.logger.error({ dp_rank: r.rank, err: err.message }, 'DP worker process error'),
+    );
+  }
+
+  /** A worker's metadata record lands in this registry, which answers wait_metadata for all. */
+  private async mirror(r: Rank, pid: number | undefined, m: MirrorMessage): Promise<void> {
+    if (m.op === 'put') {
+      const { reqId, metadata, partIdx, owner } = m.record;
+      await this.registry.publish(reqId, metadata, partIdx, owner);
+      return;
+    }
+    // Only its own record: the req_id may have been encoded again on another rank since.
+    const current = await this.registry.get(m.req_id);
+    if (current?.owner?.rank === r.rank && current.owner.pid === pid) {
+      await this.registry.discard(m.req_id);
+    }
+  }
+
+  private onExit(
+    r: Rank,
+    child: ChildProcess,
+    code: number | null,
+    signal: NodeJS.Signals | null,
+  ): void {
+    if (r.child !== child) return;
+    // Python's convention, as SGLang reports it: a signal is its negated number.
+    const exitCode = code ?? -(signal ? constants.signals[signal] : 0);
+    r.ready = false;
+    r.child = undefined;
+    r.lastExitCode = exitCode;
+    r.channel?.close(`DP worker rank=${r.rank} exited`);
+    const failers = [...r.failers];
+    r.failers.clear();
+    for (const fail of failers) fail(exitCode);
+    if (this.stopping) return;
+    if (exitCode === EX_CONFIG) {
+      // The worker refused this configuration (a model that breaks the contract): every
+      // respawn would too. Refuse to serve, as one process does; the other workers see the
+      // IPC channel close and shut down.
+      process.stderr.write(
+        `epd-encoder: DP worker rank=${r.rank} refused the configuration (exit ${EX_CONFIG}); see its message above\n`,
+      );
+      process.exit(EX_CONFIG);
+    }
+    const lived = this.clock.now() - r.startedAt;
+    r.quickDeaths = lived > STABLE_MS ? 1 : r.quickDeaths + 1;
+    const delay = backoffMs(r.quickDeaths, {
+      baseMs: 250,
+      maxMs: this.config.encoder.dpRespawnMaxMs,
+      jitter: 0.2,
+    });
+    this.logger.error(
+      { dp_rank: r.rank, pid: child.pid, exit_code: exitCode, failed_calls: failers.length },
+      `DP worker rank=${r.rank} died (exitcode=${exitCode}); respawning in ${delay} ms`,
+    );
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.stopping) return;
+      r.restarts++;
+      this.spawn(r);
+    }, delay);
+    this.timers.add(timer);
+  }
+
+  /**
+   * Runs `call` against rank `r`: counted in its pending calls from now until it settles,
+   * and failed at once with `DP worker rank={r} died (exitcode={c})` if the worker exits.
+   */
+  track<T>(r: Rank, reqId: string | undefined, call: () => Promise<T>): Promise<T> {
+    r.pending++;
+    r.dispatched++;
+    return new Promise<T>((resolve, reject) => {
+      let done = false;
+      const finish = () => {
+        if (done) return false;
+        done = true;
+        r.failers.delete(fail);
+        r.pending--;
+        return true;
+      };
+      const fail = (exitCode: number | null) => {
+        if (finish()) reject(Errors.workerDied(r.rank, exitCode, reqId));
+      };
+      r.failers.add(fail);
+      call().then(
+        (v) => finish() && resolve(v),
+        (e: unknown) => finish() && reject(e as Error),
+      );
+    });
+  }
+
+  async views(): Promise<WorkerView[]> {
+    return Promise.all(
+      this.ranks.map(async (r) => {
+        const stats = r.alive
+          ? await r.channel
+              ?.request<WorkerStats>('stats', undefined, IPC_TIMEOUT_MS)
+              .catch(() => undefined)
+          : undefined;
+        return {
+          dp_rank: r.rank,
+          pid: r.child ? (r.pid ?? null) : null,
+          alive: r.alive,
+          pending: r.pending,
+          dispatched: r.dispatched,
+          staged_bytes: stats?.staged_bytes ?? null,
+          restarts: r.restarts,
+          last_exit_code: r.lastExitCode,
+        };
+      }),
+    );
+  }
+
+  /** Asks every live worker over IPC; a worker that does not answer in time is left out. */
+  async gather<T>(type: string): Promise<{ rank: number; value: T }[]> {
+    const answers = await Promise.all(
+      this.ranks.map(async (r) => {
+        if (!r.alive || !r.channel) return undefined;
+        const value = await r.channel
+          .request<T>(type, undefined, IPC_TIMEOUT_MS)
+          .catch(() => undefined);
+        return value === undefined ? undefined : { rank: r.rank, value };
+      }),
+    );
+    return answers.filter((a) => a !== undefined);
+  }
+
+  /** Stops respawning, SIGTERMs every worker, SIGKILLs the ones left when the grace ends. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    const graceMs = Math.max(500, this.config.shutdown.graceMs - 500);
+    await Promise.all(
+      this.ranks.map(async (r) => {
+        const child = r.child;
+        if (!child || child.exitCode !== null || child.signalCode !== null) return;
+        const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => {
+          this.logger.warn(
+            { dp_rank: r.rank, pid: child.pid },
+            'DP worker ignored SIGTERM; killing it',
+          );
+          child.kill('SIGKILL');
+        }, graceMs);
+        await exited;
+        clearTimeout(timer);
+      }),
+    );
+  }
+}

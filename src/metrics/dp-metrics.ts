@@ -1,0 +1,52 @@
+import { Controller, Get, Injectable, Res, type OnModuleInit } from '@nestjs/common';
+import { PrometheusController } from '@willsoto/nestjs-prometheus';
+import type { Response } from 'express';
+import {
+  AggregatorRegistry,
+  register,
+  type MetricObjectWithValues,
+  type MetricValue,
+} from 'prom-client';
+import { AppConfig } from '../config/app-config';
+import { LocalRanks } from '../routing/local-ranks';
+import { ParentLink } from '../transport/parent-link';
+
+type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+
+/**
+ * A DP worker's metrics, labelled with its `dp_rank` and handed to its supervisor on
+ * request (over IPC), so that the supervisor's /metrics covers every rank.
+ */
+@Injectable()
+export class WorkerMetricsReporter implements OnModuleInit {
+  constructor(
+    private readonly link: ParentLink,
+    private readonly config: AppConfig,
+  ) {}
+
+  onModuleInit(): void {
+    register.setDefaultLabels({ dp_rank: String(this.config.encoder.dpRank) });
+    this.link.handle('metrics', () => register.getMetricsAsJSON());
+  }
+}
+
+/**
+ * /metrics of a DP supervisor: its own metrics and every live worker's, merged by
+ * prom-client's AggregatorRegistry (series of different ranks stay apart by `dp_rank`).
+ * A worker that does not answer within a second is left out of that scrape.
+ */
+@Controller()
+export class DpMetricsController extends PrometheusController {
+  constructor(private readonly ranks: LocalRanks) {
+    super();
+  }
+
+  @Get()
+  override async index(@Res({ passthrough: true }) response: Response): Promise<string> {
+    const own = (await register.getMetricsAsJSON()) as MetricsJson;
+    const workers = await this.ranks.gather<MetricsJson>('metrics');
+    const merged = AggregatorRegistry.aggregate([own, ...workers.map((w) => w.value)]);
+    response.header('Content-Type', merged.contentType);
+    return merged.metrics();
+  }
+}

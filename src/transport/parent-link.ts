@@ -1,0 +1,39 @@
+import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { AppConfig, dpRole } from '../config/app-config';
+import { IpcChannel } from './ipc-channel';
+
+/**
+ * A DP worker's IPC channel to the supervisor that started it (absent in any other
+ * process). Features register what the supervisor may ask (`handle`); the worker says
+ * when it is ready to take calls. When the supervisor goes away, even by SIGKILL, the
+ * channel disconnects and the worker shuts down gracefully instead of running orphaned.
+ */
+@Injectable()
+export class ParentLink implements OnModuleDestroy {
+  private readonly logger = new Logger('ParentLink');
+  readonly channel?: IpcChannel;
+  private readonly onDisconnect = () => {
+    this.logger.warn('DP supervisor is gone; shutting down');
+    process.kill(process.pid, 'SIGTERM');
+  };
+
+  constructor(config: AppConfig) {
+    if (dpRole(config) !== 'worker' || !process.send) return;
+    this.channel = new IpcChannel(process);
+    process.once('disconnect', this.onDisconnect);
+  }
+
+  handle(type: string, handler: (payload: unknown) => unknown): void {
+    this.channel?.handle(type, handler);
+  }
+
+  /** Serving: NATS subjects subscribed, HTTP listening. */
+  ready(httpUrl: string): void {
+    this.channel?.notify('ready', { pid: process.pid, http_url: httpUrl });
+  }
+
+  onModuleDestroy(): void {
+    process.off('disconnect', this.onDisconnect);
+    this.channel?.close('worker shutting down');
+  }
+}
