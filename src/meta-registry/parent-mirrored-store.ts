@@ -6,13 +6,13 @@ import type { StoredMeta } from './meta-store';
 /** What a DP worker tells its supervisor about its records (EPD_REGISTRY_STORE=memory). */
 export type MirrorMessage = { op: 'put'; record: StoredMeta } | { op: 'delete'; req_id: string };
 
-const MIRROR_TIMEOUT_MS = 2000;
-
 /**
  * A DP worker's registry on the memory store: its records live here (the worker answers
  * for them) and each put and delete is mirrored to its supervisor, whose registry then
- * answers `wait_metadata` for every rank at once, with no hop to a worker. A put resolves
- * once the supervisor has it, so a receiver told "encoded" finds the metadata there.
+ * answers `wait_metadata` for every rank at once, with no hop to a worker. Mirroring is a
+ * notification, not a request: the IPC channel keeps order, the message is written before
+ * the worker answers anything that depends on it, so the supervisor reads it first; and
+ * waiting for an ack cost the encode two round trips to a busy supervisor.
  */
 export class ParentMirroredStore extends MemoryMetaStore {
   private readonly logger = new Logger('ParentMirroredStore');
@@ -26,25 +26,19 @@ export class ParentMirroredStore extends MemoryMetaStore {
 
   override async put(record: StoredMeta): Promise<void> {
     await super.put(record);
-    await this.mirror({ op: 'put', record });
+    this.mirror({ op: 'put', record });
   }
 
   override async delete(reqId: string): Promise<boolean> {
     const removed = await super.delete(reqId);
-    if (removed) await this.mirror({ op: 'delete', req_id: reqId });
+    if (removed) this.mirror({ op: 'delete', req_id: reqId });
     return removed;
   }
 
   /** Best effort: the worker's own answer never depends on its supervisor being reachable. */
-  private async mirror(message: MirrorMessage): Promise<void> {
-    try {
-      await this.channel.request('meta', message, MIRROR_TIMEOUT_MS);
-    } catch (err) {
-      const reqId = message.op === 'put' ? message.record.reqId : message.req_id;
-      this.logger.warn(
-        { req_id: reqId, err: (err as Error).message },
-        'metadata not mirrored to the DP supervisor',
-      );
-    }
+  private mirror(message: MirrorMessage): void {
+    if (this.channel.notify('meta', message)) return;
+    const reqId = message.op === 'put' ? message.record.reqId : message.req_id;
+    this.logger.warn({ req_id: reqId }, 'metadata not mirrored: the DP supervisor is gone');
   }
 }

@@ -59,8 +59,11 @@ export class IpcChannel {
     this.handlers.set(type, handler);
   }
 
-  notify(type: string, payload?: unknown): void {
-    this.post({ epd: 1, kind: 'note', type, payload });
+  /** Sends one message, in order with every other; false when the channel is closed. */
+  notify(type: string, payload?: unknown): boolean {
+    let sent = true;
+    this.post({ epd: 1, kind: 'note', type, payload }, () => (sent = false));
+    return sent;
   }
 
   request<T>(

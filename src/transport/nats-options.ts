@@ -18,6 +18,10 @@ export function natsConnectionOptions(
     pingInterval: 2000,
     maxPingOut: 2,
     timeout: 2000,
+    // Without it every request builds an Error up front to enrich a possible timeout's
+    // stack: ~70 µs of CPU per forwarded call in the DP dispatch benchmark's profile. Our
+    // timeouts are mapped to catalogue errors that name the call anyway.
+    noAsyncTraces: true,
   };
   if (nats.user !== undefined) opts.user = nats.user;
   if (nats.pass !== undefined) opts.pass = nats.pass;
