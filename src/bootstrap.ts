@@ -5,10 +5,11 @@ import type { CustomStrategy } from '@nestjs/microservices';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { jsonBody } from './common/http/json-body.middleware';
-import { AppConfig } from './config/app-config';
+import { AppConfig, dpRole } from './config/app-config';
 import { InstanceRoster } from './routing/instance-roster.service';
 import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
+import { IpcRpcServer } from './transport/ipc-rpc.server';
 
 /**
  * Wiring shared by main.ts and the e2e tests, so that tests run the app exactly as
@@ -26,6 +27,13 @@ export function configureApp(
     { strategy: app.get(EpdNatsServer) },
     { inheritAppConfig: true },
   );
+  // A DP worker also answers its supervisor over the fork's IPC channel (same handlers).
+  if (dpRole(app.get(AppConfig)) === 'worker') {
+    app.connectMicroservice<CustomStrategy>(
+      { strategy: app.get(IpcRpcServer) },
+      { inheritAppConfig: true },
+    );
+  }
   const document = SwaggerModule.createDocument(
     app,
     new DocumentBuilder()

@@ -8,7 +8,6 @@ import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
 import { dpRole } from './config/app-config';
-import { ParentLink } from './transport/parent-link';
 
 async function main(): Promise<void> {
   let loaded;
@@ -66,7 +65,6 @@ async function main(): Promise<void> {
   const { httpUrl: base, natsReady } = await startApp(app);
   if (role === 'worker') {
     await natsReady;
-    app.get(ParentLink).ready(base);
     logger.log(
       `DP worker rank=${config.encoder.dpRank} serving ${config.nats.subjectPrefix}.v1.rank.${config.encoder.dpRank}.<dp_type> (HTTP ${base})`,
       'Main',

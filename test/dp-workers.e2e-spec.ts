@@ -8,6 +8,7 @@ import { sharedNatsUrl, startTestApp, uniquePrefix, type TestApp } from './suppo
 import { encodeBody, waitFor, type Reply } from './support/calls';
 import { freshBucket } from './support/kv-registry';
 import { dataUri, image } from './support/media';
+import { freePort } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
 interface WorkerView {
@@ -264,7 +265,7 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     }
   });
 
-  it('takes an HTTP encode larger than NATS carries (over the worker IPC channel)', async () => {
+  it('takes an HTTP encode larger than the NATS max_payload (dispatch is over IPC)', async () => {
     // 1300×1000 of noise: ~3.9 MB of PNG, ~5.2 MB as a data URI, over the 4 MiB max_payload.
     const noise = Buffer.alloc(1300 * 1000 * 3);
     for (let i = 0; i < noise.length; i++) noise[i] = (i * 2654435761) >>> 24;
@@ -403,6 +404,72 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     };
     expect(health.details.encoder).toMatchObject({ dp_alive: 2, dp_total: 2 });
   });
+});
+
+describe('DP workers without NATS, and with an admin token (e2e)', () => {
+  it('encodes over HTTP while NATS is down, as one process does', async () => {
+    const svc = await startServiceProcess(
+      { EPD_NATS_URL: `nats://127.0.0.1:${await freePort()}`, EPD_DP_SIZE: '2' },
+      '/health',
+    );
+    try {
+      const health = (await (await fetch(`${svc.url}/health`)).json()) as {
+        details: { nats: { status: string }; encoder: { dp_alive: number } };
+      };
+      expect(health.details.nats.status).toBe('down');
+      expect((await fetch(`${svc.url}/health/ready`)).status).toBe(503);
+      const item = dataUri(await image(64, 48, 'png', { r: 9, g: 9, b: 9 }), 'image/png');
+      const post = (path: string, body: object) =>
+        fetch(`${svc.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      expect(
+        await waitFor(
+          async () => (await post('/encode', encodeBody('nonats', [item]))).status === 200,
+          20_000,
+          200,
+        ),
+      ).toBe(true);
+      const meta = await post('/scheduler_receive_meta_data', { req_id: 'nonats' });
+      expect(meta.status).toBe(200);
+      expect(await meta.json()).toMatchObject({ req_id: 'nonats', embedding_dim: 1024 });
+    } finally {
+      await svc.stop();
+    }
+  }, 60_000);
+
+  it('passes the admin token on to the workers for the profile broadcast', async () => {
+    const svc = await startServiceProcess({
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_SUBJECT_PREFIX: uniquePrefix(),
+      EPD_DP_SIZE: '2',
+      EPD_ADMIN_TOKEN: 'sesame',
+    });
+    try {
+      const auth = { authorization: 'Bearer sesame' };
+      expect(
+        await waitFor(
+          async () =>
+            ((await (await fetch(`${svc.url}/admin/workers`, { headers: auth })).json()) as Workers)
+              .alive === 2,
+          30_000,
+          100,
+        ),
+      ).toBe(true);
+      expect((await fetch(`${svc.url}/start_profile`)).status).toBe(401);
+      const start = await fetch(`${svc.url}/start_profile`, { headers: auth });
+      expect(start.status).toBe(200);
+      expect(await start.text()).toMatch(
+        /^dp_rank=0: Start profiling.*\ndp_rank=1: Start profiling/,
+      );
+      const stop = await fetch(`${svc.url}/stop_profile`, { headers: auth });
+      expect(stop.status).toBe(200);
+    } finally {
+      await svc.stop();
+    }
+  }, 60_000);
 });
 
 describe('DP workers: shutdown (e2e)', () => {

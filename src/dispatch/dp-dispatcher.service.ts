@@ -10,8 +10,8 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner } from '../meta-registry/meta-store';
 import { ReqStateStore } from '../requests/req-state.store';
 import { LocalRanks } from '../routing/local-ranks';
-import { NatsForwarder } from '../transport/nats-forwarder';
-import { DpType, instanceRankSubjectFor } from '../transport/subjects';
+import type { IpcCall } from '../transport/ipc-rpc.server';
+import { DpType } from '../transport/subjects';
 import { WorkerSupervisor, type Rank } from './worker-supervisor.service';
 
 /** One rank's answer to a broadcast: its value, or the error it (or its absence) gave. */
@@ -29,8 +29,9 @@ export interface RankAnswer<T> {
  *   never reset. A req_id whose embedding a live rank still holds goes back to that rank,
  *   which answers a duplicate with 409 as one process would; one still being dispatched
  *   gets 409 here, whichever rank has it.
- * - Per-req_id calls reach the owning rank over its instance rank subject, counted in its
- *   pending calls and failed at once if it dies.
+ * - Every call reaches its worker over the fork's IPC channel (the worker's second Nest
+ *   transport: the same handlers as its NATS subjects), counted in its pending calls and
+ *   failed at once if it dies.
  * - Broadcasts go to every alive rank at once under one deadline.
  */
 @Injectable()
@@ -43,13 +44,17 @@ export class DpDispatcher extends LocalRanks {
   constructor(
     private readonly config: AppConfig,
     private readonly supervisor: WorkerSupervisor,
-    private readonly forwarder: NatsForwarder,
     private readonly registry: MetaRegistry,
     private readonly states: ReqStateStore,
     private readonly clock: Clock,
   ) {
     super();
+    // Workers check EPD_ADMIN_TOKEN on admin patterns as every process does: the caller's
+    // token was checked here, so the supervisor presents the one it shares with them.
+    if (config.admin.token) this.authorization = `Bearer ${config.admin.token}`;
   }
+
+  private readonly authorization?: string;
 
   get inflightCount(): number {
     return this.inflight.size;
@@ -131,28 +136,18 @@ export class DpDispatcher extends LocalRanks {
     body: object,
     deadline: number,
   ): Promise<T> {
-    const subject = instanceRankSubjectFor(
-      this.config.nats.subjectPrefix,
-      this.config.instance.id,
-      rank.rank,
-      dp,
-    );
+    const channel = rank.channel;
+    if (!channel)
+      return Promise.reject(Errors.workerNotAnswering(rank.rank, 'no IPC channel', reqId));
+    const call: IpcCall = { pattern: dp, data: body, deadline, authorization: this.authorization };
+    const timeoutMs = Math.max(1, deadline - this.clock.now());
     const timeout = () => Errors.deadlineExceeded(`${dp} on DP worker rank=${rank.rank}`, reqId);
-    return this.supervisor.track(rank, reqId, async () => {
-      try {
-        return await this.forwarder.request<T>(subject, body, deadline, reqId, {
-          noResponders: () => Errors.workerNotAnswering(rank.rank, reqId),
-          timeout,
-        });
-      } catch (err) {
-        // An encode with inline media larger than NATS carries (an HTTP body may be 64 MiB)
-        // goes over the fork's IPC channel instead, which has no such limit.
-        const tooLarge = err instanceof MMError && err.type === 'payload_too_large';
-        if (dp !== DpType.Encode || !tooLarge || !rank.channel) throw err;
-        const ms = Math.max(1, deadline - this.clock.now());
-        return rank.channel.request<T>(DpType.Encode, { body, deadline }, ms, timeout);
-      }
-    });
+    return this.supervisor.track(rank, reqId, () =>
+      channel.request<T>('rpc', call, timeoutMs, timeout).catch((err: unknown) => {
+        if (err instanceof MMError) throw err;
+        throw Errors.workerNotAnswering(rank.rank, (err as Error).message, reqId);
+      }),
+    );
   }
 
   /**

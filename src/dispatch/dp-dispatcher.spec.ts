@@ -3,24 +3,33 @@ import { Clock } from '../common/clock';
 import { MMError } from '../common/errors/mm-error';
 import { makeRegistry } from '../meta-registry/testing';
 import { ReqStateStore } from '../requests/req-state.store';
-import type { NatsForwarder } from '../transport/nats-forwarder';
+import type { IpcChannel } from '../transport/ipc-channel';
+import type { IpcCall } from '../transport/ipc-rpc.server';
 import { DpDispatcher, mergeRankAnswers } from './dp-dispatcher.service';
 import { WorkerSupervisor, threadPlan } from './worker-supervisor.service';
 import type { EncodeRequest } from '../encoder/pipeline/encode-request.schema';
 
-/** Calls to workers that stay pending until the test settles them. */
-class FakeForwarder {
-  readonly calls: { subject: string; settle: (v: unknown) => void; fail: (e: Error) => void }[] =
-    [];
-  request(subject: string): Promise<unknown> {
-    return new Promise((resolve, reject) =>
-      this.calls.push({ subject, settle: resolve, fail: reject }),
-    );
+interface Call {
+  rank: number;
+  call: IpcCall;
+  settle: (v: unknown) => void;
+  fail: (e: Error) => void;
+}
+
+/** Each worker's IPC channel: calls stay pending until the test settles them. */
+class FakeChannels {
+  readonly calls: Call[] = [];
+  for(rank: number): IpcChannel {
+    return {
+      request: (_type: string, call: IpcCall) =>
+        new Promise((settle, fail) => this.calls.push({ rank, call, settle, fail })),
+    } as unknown as IpcChannel;
   }
 }
 
-function setup(maxPending = 2) {
+function setup(maxPending = 2, env: Record<string, string> = {}) {
   const { registry, config } = makeRegistry({
+    ...env,
     EPD_DP_SIZE: '2',
     EPD_MAX_PENDING: String(maxPending),
     EPD_INSTANCE_ID: 'inst',
@@ -28,28 +37,22 @@ function setup(maxPending = 2) {
   });
   const clock = new Clock();
   const supervisor = new WorkerSupervisor(config, registry, clock);
+  const forwarder = new FakeChannels();
   for (const r of supervisor.ranks) {
     r.child = {} as ChildProcess;
     r.pid = 100 + r.rank;
     r.ready = true;
+    r.channel = forwarder.for(r.rank);
   }
-  const forwarder = new FakeForwarder();
   const states = new ReqStateStore(config, clock);
-  const dispatcher = new DpDispatcher(
-    config,
-    supervisor,
-    forwarder as unknown as NatsForwarder,
-    registry,
-    states,
-    clock,
-  );
+  const dispatcher = new DpDispatcher(config, supervisor, registry, states, clock);
   const encode = (id: string) =>
     dispatcher.encode(
       { req_id: id },
       { req_id: id, part_idx: 0 } as EncodeRequest,
       Date.now() + 5000,
     );
-  const rankOf = (i: number) => Number(/\.rank\.(\d+)\./.exec(forwarder.calls[i]!.subject)![1]);
+  const rankOf = (i: number) => forwarder.calls[i]!.rank;
   return { supervisor, forwarder, dispatcher, states, registry, encode, rankOf };
 }
 
@@ -144,13 +147,25 @@ describe('DpDispatcher', () => {
       Date.now() + 1000,
     );
     await flush();
-    expect(forwarder.calls[0]!.subject).toBe('p.v1.inst.inst.rank.1.send');
+    expect(forwarder.calls[0]).toMatchObject({ rank: 1, call: { pattern: 'send', data: {} } });
     forwarder.calls[0]!.settle({ ok: 1 });
     await expect(call).resolves.toEqual({ ok: 1 });
     supervisor.ranks[1]!.pid = 202; // respawned: a new process without the embedding
     await expect(
       dispatcher.call({ instance: 'inst', rank: 1, pid: 101 }, 'send', 'r', {}, Date.now() + 1000),
     ).rejects.toMatchObject({ code: 503, type: 'owner_gone' });
+  });
+
+  it('presents the shared admin token to the workers, whose guards check it too', async () => {
+    const { dispatcher, forwarder } = setup(2, { EPD_ADMIN_TOKEN: 'sesame' });
+    const answers = dispatcher.broadcast('start_profile', {}, 1000);
+    await flush();
+    expect(forwarder.calls.map((c) => c.call.authorization)).toEqual([
+      'Bearer sesame',
+      'Bearer sesame',
+    ]);
+    for (const c of forwarder.calls) c.settle({ ok: true, msg: 'Start profiling.' });
+    expect((await answers).map((a) => a.rank)).toEqual([0, 1]);
   });
 
   it('refuses an encode released before it began, and tells its waiters', async () => {

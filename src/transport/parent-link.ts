@@ -27,9 +27,9 @@ export class ParentLink implements OnModuleDestroy {
     this.channel?.handle(type, handler);
   }
 
-  /** Serving: NATS subjects subscribed, HTTP listening. */
-  ready(httpUrl: string): void {
-    this.channel?.notify('ready', { pid: process.pid, http_url: httpUrl });
+  /** Calls from the supervisor are served from now on. */
+  ready(): void {
+    this.channel?.notify('ready', { pid: process.pid });
   }
 
   onModuleDestroy(): void {

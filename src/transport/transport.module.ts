@@ -3,12 +3,13 @@ import { AppConfig } from '../config/app-config';
 import { EpdNatsServer } from './epd-nats.server';
 import { NatsConnectionService } from './nats-connection.service';
 import { NatsForwarder } from './nats-forwarder';
+import { IpcRpcServer } from './ipc-rpc.server';
 import { ParentLink } from './parent-link';
 
 /**
  * The process's one NATS connection, the Nest server on it, the client that forwards
- * calls to other processes (owner routing, DP dispatch), and a DP worker's IPC link to
- * its supervisor. Infrastructure only: it
+ * calls to peer instances (owner routing), and a DP worker's IPC link to its supervisor
+ * with the Nest transport on it. Infrastructure only: it
  * imports no feature module; each feature's @MessagePattern handlers live in its own
  * controllers, beside its HTTP routes.
  */
@@ -24,7 +25,12 @@ import { ParentLink } from './parent-link';
       useFactory: (nats: NatsConnectionService, config: AppConfig) =>
         new EpdNatsServer(nats, config),
     },
+    {
+      provide: IpcRpcServer,
+      inject: [ParentLink, AppConfig],
+      useFactory: (link: ParentLink, config: AppConfig) => new IpcRpcServer(link, config),
+    },
   ],
-  exports: [NatsConnectionService, EpdNatsServer, NatsForwarder, ParentLink],
+  exports: [NatsConnectionService, EpdNatsServer, NatsForwarder, ParentLink, IpcRpcServer],
 })
 export class TransportModule {}

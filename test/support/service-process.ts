@@ -25,8 +25,15 @@ function status(pid: number, field: string): number {
   return m ? Number(m[1]) * 1024 : NaN;
 }
 
-/** The built service (`dist/main.js`) as its own process, ready on a free port; stopped by PID. */
-export async function startServiceProcess(env: Record<string, string>): Promise<ServiceProcess> {
+/**
+ * The built service (`dist/main.js`) as its own process, ready on a free port (`readyPath`
+ * answers 200: /health/ready by default, /health when NATS is meant to be down); stopped
+ * by PID.
+ */
+export async function startServiceProcess(
+  env: Record<string, string>,
+  readyPath = '/health/ready',
+): Promise<ServiceProcess> {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first`);
   const port = await freePort();
   const proc = spawn(process.execPath, [MAIN], {
@@ -39,7 +46,7 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const ok = await fetch(`${url}/health/ready`).then(
+    const ok = await fetch(`${url}${readyPath}`).then(
       (r) => r.status === 200,
       () => false,
     );

@@ -150,9 +150,9 @@ export const Errors = {
       reqId,
       'owner_gone',
     ),
-  workerNotAnswering: (rank: number, reqId?: string) =>
+  workerNotAnswering: (rank: number, reason: string, reqId?: string) =>
     new MMError(
-      `DP worker rank=${rank} is not answering on NATS`,
+      `DP worker rank=${rank} is not answering: ${reason}`,
       503,
       reqId,
       'worker_unavailable',

@@ -1,0 +1,94 @@
+import { headers } from '@nats-io/transport-node';
+import { NatsContext, Server, type CustomTransportStrategy } from '@nestjs/microservices';
+import { MMError } from '../common/errors/mm-error';
+import { AppConfig } from '../config/app-config';
+import { ParentLink } from './parent-link';
+import { instanceRankSubjectFor } from './subjects';
+
+/** A call from the DP supervisor: one dp_type, its payload, and what its headers would carry. */
+export interface IpcCall {
+  pattern: string;
+  data: unknown;
+  /** Epoch ms: the `Deadline` header. */
+  deadline: number;
+  /** The caller's `Authorization` header, for admin patterns. */
+  authorization?: string;
+}
+
+interface ErrorBody {
+  code?: number;
+  type?: string;
+  message?: string;
+  req_id?: string | null;
+}
+
+/**
+ * A DP worker's second Nest transport: the same @MessagePattern handlers as on NATS (same
+ * pipes, guards and exception filter), called by its supervisor over the fork's IPC
+ * channel. Dispatch does not depend on NATS then (HTTP encodes keep working while NATS is
+ * down, as in one process), has no payload limit, and skips nats-server's two deliveries
+ * per call. Handlers see a NatsContext on the worker's instance rank subject, so a call
+ * counts as forwarded (answered here) and its deadline and token arrive as headers.
+ */
+export class IpcRpcServer extends Server implements CustomTransportStrategy {
+  constructor(
+    private readonly link: ParentLink,
+    private readonly config: AppConfig,
+  ) {
+    super();
+  }
+
+  listen(callback: () => void): void {
+    this.link.handle('rpc', (payload) => this.call(payload as IpcCall));
+    // Calls may come from now on: tell the supervisor (NATS may still be connecting).
+    this.link.ready();
+    callback();
+  }
+
+  private call(c: IpcCall): Promise<unknown> {
+    const handler = this.getHandlerByPattern(c.pattern);
+    if (!handler) return Promise.reject(new MMError(`no handler for ${c.pattern}`, 404));
+    const h = headers();
+    h.set('Deadline', String(c.deadline));
+    if (c.authorization) h.set('Authorization', c.authorization);
+    const { subjectPrefix } = this.config.nats;
+    const subject = instanceRankSubjectFor(
+      subjectPrefix,
+      this.config.instance.id,
+      this.config.encoder.dpRank,
+      c.pattern,
+    );
+    const ctx = new NatsContext([subject, h]);
+    return new Promise((resolve, reject) => {
+      let answered = false;
+      this.handleRequest(
+        ctx,
+        async () => this.transformToObservable(await handler(c.data, ctx)),
+        (packet) => {
+          if (answered) return;
+          if (packet.err !== undefined) {
+            answered = true;
+            const e = packet.err as ErrorBody;
+            reject(
+              new MMError(e.message ?? 'failed', e.code ?? 500, e.req_id ?? undefined, e.type),
+            );
+          } else if (!packet.isDisposed || packet.response !== undefined) {
+            answered = true;
+            resolve(packet.response);
+          } else {
+            answered = true;
+            resolve(null);
+          }
+        },
+      );
+    });
+  }
+
+  on(): void {}
+
+  unwrap<T>(): T {
+    throw new Error('the IPC transport has no client to unwrap');
+  }
+
+  close(): void {}
+}
