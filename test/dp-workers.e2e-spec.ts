@@ -8,19 +8,9 @@ import { sharedNatsUrl, startTestApp, uniquePrefix, type TestApp } from './suppo
 import { encodeBody, waitFor, type Reply } from './support/calls';
 import { freshBucket } from './support/kv-registry';
 import { dataUri, image } from './support/media';
+import type { WorkerView } from '../src/dispatch/worker-supervisor.service';
 import { freePort } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
-
-interface WorkerView {
-  dp_rank: number;
-  pid: number | null;
-  alive: boolean;
-  pending: number;
-  dispatched: number;
-  staged_bytes: number | null;
-  restarts: number;
-  last_exit_code: number | null;
-}
 
 interface Workers {
   dp_size: number;
@@ -63,6 +53,17 @@ class HeldMedia {
 }
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+/** Waits until every one of a service's DP workers is alive (GET /admin/workers). */
+const allAlive = (url: string, headers: Record<string, string> = {}) =>
+  waitFor(
+    async () => {
+      const w = (await (await fetch(`${url}/admin/workers`, { headers })).json()) as Workers;
+      return w.alive === w.dp_size;
+    },
+    30_000,
+    100,
+  );
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -93,7 +94,7 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     const body = (await r.json()) as { owner?: { rank?: number } };
     return body.owner?.rank;
   };
-  const bothAlive = () => waitFor(async () => (await workers()).alive === 2, 30_000, 100);
+  const bothAlive = () => allAlive(svc.url);
   const encode = (reqId: string, mmItem = item) => call('encode', encodeBody(reqId, [mmItem]));
   /** An encode that stays pending (its media is held), settled by media.release(). */
   const hold = (reqId: string) => encode(reqId, media.url(reqId));
@@ -449,15 +450,7 @@ describe('DP workers without NATS, and with an admin token (e2e)', () => {
     });
     try {
       const auth = { authorization: 'Bearer sesame' };
-      expect(
-        await waitFor(
-          async () =>
-            ((await (await fetch(`${svc.url}/admin/workers`, { headers: auth })).json()) as Workers)
-              .alive === 2,
-          30_000,
-          100,
-        ),
-      ).toBe(true);
+      expect(await allAlive(svc.url, auth)).toBe(true);
       expect((await fetch(`${svc.url}/start_profile`)).status).toBe(401);
       const start = await fetch(`${svc.url}/start_profile`, { headers: auth });
       expect(start.status).toBe(200);
@@ -480,14 +473,7 @@ describe('DP workers: shutdown (e2e)', () => {
       EPD_DP_SIZE: '2',
       EPD_LOG_LEVEL: 'info',
     });
-    expect(
-      await waitFor(
-        async () =>
-          ((await (await fetch(`${svc.url}/admin/workers`)).json()) as Workers).alive === 2,
-        30_000,
-        100,
-      ),
-    ).toBe(true);
+    expect(await allAlive(svc.url)).toBe(true);
     // What each worker runs with is logged at start-up.
     expect(svc.output()).toMatch(
       /starting 2 DP workers on \d+ cores: \d+ ONNX Runtime intra-op and 1 preprocessing thread/,
@@ -521,7 +507,7 @@ describe('DP workers as owners across instances (e2e, JetStream store)', () => {
       peer = await startTestApp({ ...env, EPD_INSTANCE_ID: 'peer' });
       const workersOf = async () =>
         (await (await fetch(`${svc.url}/admin/workers`)).json()) as Workers;
-      expect(await waitFor(async () => (await workersOf()).alive === 2, 30_000, 100)).toBe(true);
+      expect(await allAlive(svc.url)).toBe(true);
       const item = dataUri(await image(112, 84, 'png', { r: 1, g: 2, b: 3 }), 'image/png');
       const id = `x-${Date.now()}`;
       const enc = await fetch(`${svc.url}/encode`, {

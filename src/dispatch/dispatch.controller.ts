@@ -1,22 +1,17 @@
-import { Body, Controller, Get, Header, HttpCode, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
 import { ApiBearerAuth, ApiBody, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { Deadlines } from '../common/deadline';
 import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
-import { ZodPipe } from '../common/validation/zod.pipe';
 import { AppConfig } from '../config/app-config';
 import { EncodeRequestPipe } from '../encoder/pipeline/encode-request.pipe';
 import { encodeRequestSchema, type EncodeRequest } from '../encoder/pipeline/encode-request.schema';
 import { encodeResponseSchema, type EncodeResponse } from '../encoder/pipeline/encode-response';
 import type { ProbeResult } from '../encoder/pipeline/encoder-probe.service';
-import { profileRequestSchema } from '../profiling/profile.schema';
-import type { ProfileReply, ProfileRequest } from '../profiling/profiler.service';
 import { DpType } from '../transport/subjects';
 import { DpDispatcher, mergeRankAnswers } from './dp-dispatcher.service';
 import { WorkerSupervisor, type ThreadPlan, type WorkerView } from './worker-supervisor.service';
-
-const TEXT = 'text/plain; charset=utf-8';
 
 /** The health probe of every rank: one line each, and the slowest latency. */
 export interface DpProbeResult {
@@ -28,9 +23,9 @@ export interface DpProbeResult {
 
 /**
  * The DP supervisor's own routes (EPD_DP_SIZE > 1): `encode` dispatched to a worker, and
- * the broadcasts (`health_encode`, `start_profile`, `stop_profile`) answered with one
- * `dp_rank=N: …` line per rank and the worst rank's status. Over HTTP and NATS alike,
- * as the single-process encoder and profiling controllers answer them.
+ * `health_encode` broadcast to every rank, answered with one `dp_rank=N: …` line per rank
+ * and the worst rank's status. Over HTTP and NATS alike, as the single-process encoder
+ * controller answers them. (Profiles: ProfilingController on DpProfileControl.)
  */
 @ApiTags('encoder')
 @Controller()
@@ -81,62 +76,6 @@ export class DispatchController {
     const msg = mergeRankAnswers(answers, (p) => `ok (${p.source}, ${p.latency_ms} ms)`);
     const latency = Math.max(...answers.map((a) => a.value?.latency_ms ?? 0));
     return { ok: true, latency_ms: latency, source: 'dp', msg };
-  }
-
-  private async profile(dp: DpType, body: ProfileRequest): Promise<ProfileReply> {
-    const answers = await this.dispatcher.broadcast<ProfileReply>(
-      dp,
-      body,
-      this.config.encoder.probeTimeoutMs,
-    );
-    return { ok: true, msg: mergeRankAnswers(answers, (r) => r.msg.trimEnd()) };
-  }
-
-  @Get('start_profile')
-  @UseGuards(AdminTokenGuard)
-  @Header('content-type', TEXT)
-  async startGet(): Promise<string> {
-    return `${(await this.profile(DpType.StartProfile, {})).msg}\n`;
-  }
-
-  @Post('start_profile')
-  @UseGuards(AdminTokenGuard)
-  @HttpCode(200)
-  @Header('content-type', TEXT)
-  @ApiBody({ schema: openApiSchema(profileRequestSchema) })
-  async startPost(
-    @Body(new ZodPipe(profileRequestSchema, 'start_profile request')) body: ProfileRequest,
-  ): Promise<string> {
-    return `${(await this.profile(DpType.StartProfile, body ?? {})).msg}\n`;
-  }
-
-  @Get('stop_profile')
-  @UseGuards(AdminTokenGuard)
-  @Header('content-type', TEXT)
-  async stopGet(): Promise<string> {
-    return `${(await this.profile(DpType.StopProfile, {})).msg}\n`;
-  }
-
-  @Post('stop_profile')
-  @UseGuards(AdminTokenGuard)
-  @HttpCode(200)
-  @Header('content-type', TEXT)
-  async stopPost(): Promise<string> {
-    return `${(await this.profile(DpType.StopProfile, {})).msg}\n`;
-  }
-
-  @MessagePattern(DpType.StartProfile)
-  @UseGuards(AdminTokenGuard)
-  start(
-    @Payload(new ZodPipe(profileRequestSchema, 'start_profile request')) req: ProfileRequest,
-  ): Promise<ProfileReply> {
-    return this.profile(DpType.StartProfile, req);
-  }
-
-  @MessagePattern(DpType.StopProfile)
-  @UseGuards(AdminTokenGuard)
-  stop(): Promise<ProfileReply> {
-    return this.profile(DpType.StopProfile, {});
   }
 }
 

@@ -2,10 +2,13 @@ import { Global, Module } from '@nestjs/common';
 import { EncoderHealth } from '../health/encoder-health';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RequestsModule } from '../requests/requests.module';
+import { ProfileControl } from '../profiling/profile-control';
+import { ProfilingController } from '../profiling/profiling.controller';
 import { LocalRanks } from '../routing/local-ranks';
 import { DispatchAdminController, DispatchController } from './dispatch.controller';
 import { DispatchMetrics } from './dispatch.metrics';
 import { DpDispatcher } from './dp-dispatcher.service';
+import { DpProfileControl } from './dp-profile-control';
 import { WorkersHealth } from './workers.health';
 import { WorkerSupervisor } from './worker-supervisor.service';
 
@@ -17,13 +20,14 @@ import { WorkerSupervisor } from './worker-supervisor.service';
 @Global()
 @Module({
   imports: [MetaRegistryModule, RequestsModule],
-  controllers: [DispatchController, DispatchAdminController],
+  controllers: [DispatchController, DispatchAdminController, ProfilingController],
   providers: [
     WorkerSupervisor,
     DpDispatcher,
     DispatchMetrics,
     { provide: LocalRanks, useExisting: DpDispatcher },
     { provide: EncoderHealth, useClass: WorkersHealth },
+    { provide: ProfileControl, useClass: DpProfileControl },
   ],
   exports: [LocalRanks, EncoderHealth],
 })

@@ -6,16 +6,12 @@ import { ConfinedDir } from '../common/fs/confined-dir';
 import { Errors } from '../common/errors/error-catalogue';
 import { BadRequestError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
+import { ProfileControl, type ProfileReply } from './profile-control';
 import type { ProfileRequest } from './profile.schema';
 
 export type { ProfileRequest } from './profile.schema';
 
-export interface ProfileReply {
-  ok: boolean;
-  msg: string;
-  /** The written file, on stop. */
-  path?: string;
-}
+export type { ProfileReply } from './profile-control';
 
 /** One profile from its claim to its file; `ready` settles once V8 is sampling (or failed to). */
 interface Run {
@@ -50,7 +46,7 @@ export function defaultProfileRoot(): string {
  * that one run through `finish()`.
  */
 @Injectable()
-export class ProfilerService implements OnModuleDestroy {
+export class ProfilerService extends ProfileControl implements OnModuleDestroy {
   private readonly logger = new Logger('Profiler');
   /** The profile that is running: claimed, and not yet asked to stop. */
   private run?: Run;
@@ -58,7 +54,9 @@ export class ProfilerService implements OnModuleDestroy {
   private closing?: Run;
   private root?: Promise<ConfinedDir>;
 
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly config: AppConfig) {
+    super();
+  }
 
   get running(): boolean {
     return this.run !== undefined;

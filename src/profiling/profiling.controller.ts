@@ -6,19 +6,21 @@ import { openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { DpType } from '../transport/subjects';
 import { profileRequestSchema } from './profile.schema';
-import { ProfilerService, type ProfileReply, type ProfileRequest } from './profiler.service';
+import { ProfileControl, type ProfileReply } from './profile-control';
+import type { ProfileRequest } from './profile.schema';
 
 const TEXT = 'text/plain; charset=utf-8';
 
 /**
  * SGLang's start_profile / stop_profile: text over HTTP (as SGLang answers), `{ok, msg}`
- * over NATS. Guarded by EPD_ADMIN_TOKEN on both transports.
+ * over NATS. Guarded by EPD_ADMIN_TOKEN on both transports. Acts on this process's
+ * profiler, or in a DP supervisor on every worker's (ProfileControl).
  */
 @ApiTags('profiling')
 @UseGuards(AdminTokenGuard)
 @Controller()
 export class ProfilingController {
-  constructor(private readonly profiler: ProfilerService) {}
+  constructor(private readonly profiler: ProfileControl) {}
 
   @Get('start_profile')
   @Header('content-type', TEXT)
