@@ -5,7 +5,10 @@ import { RequestsModule } from '../requests/requests.module';
 import { ProfileControl } from '../profiling/profile-control';
 import { ProfilingController } from '../profiling/profiling.controller';
 import { LocalRanks } from '../routing/local-ranks';
-import { DispatchAdminController, DispatchController } from './dispatch.controller';
+import { EncodeGateway } from '../encoder/encode-gateway';
+import { EncoderController } from '../encoder/encoder.controller';
+import { DispatchAdminController } from './dispatch-admin.controller';
+import { DpEncodeGateway } from './dp-encode-gateway';
 import { DispatchMetrics } from './dispatch.metrics';
 import { DpDispatcher } from './dp-dispatcher.service';
 import { DpProfileControl } from './dp-profile-control';
@@ -20,7 +23,7 @@ import { WorkerSupervisor } from './worker-supervisor.service';
 @Global()
 @Module({
   imports: [MetaRegistryModule, RequestsModule],
-  controllers: [DispatchController, DispatchAdminController, ProfilingController],
+  controllers: [EncoderController, DispatchAdminController, ProfilingController],
   providers: [
     WorkerSupervisor,
     DpDispatcher,
@@ -28,6 +31,7 @@ import { WorkerSupervisor } from './worker-supervisor.service';
     { provide: LocalRanks, useExisting: DpDispatcher },
     { provide: EncoderHealth, useClass: WorkersHealth },
     { provide: ProfileControl, useClass: DpProfileControl },
+    { provide: EncodeGateway, useClass: DpEncodeGateway },
   ],
   exports: [LocalRanks, EncoderHealth],
 })

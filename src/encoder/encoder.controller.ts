@@ -6,17 +6,18 @@ import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { DpType } from '../transport/subjects';
 import { EncodeRequestPipe } from './pipeline/encode-request.pipe';
 import { encodeRequestSchema, type EncodeRequest } from './pipeline/encode-request.schema';
-import { EncoderProbe, type ProbeResult } from './pipeline/encoder-probe.service';
+import { EncodeGateway, type ProbeReply } from './encode-gateway';
 import { encodeResponseSchema, type EncodeResponse } from './pipeline/encode-response';
-import { EncoderService } from './pipeline/encoder.service';
 
-/** `encode` and the functional probe, over HTTP (SGLang's routes) and NATS. */
+/**
+ * `encode` and the functional probe, over HTTP (SGLang's routes) and NATS, on this
+ * process's pipeline or, in a DP supervisor, on its workers (EncodeGateway).
+ */
 @ApiTags('encoder')
 @Controller()
 export class EncoderController {
   constructor(
-    private readonly encoder: EncoderService,
-    private readonly probe: EncoderProbe,
+    private readonly gateway: EncodeGateway,
     private readonly deadlines: Deadlines,
   ) {}
 
@@ -24,26 +25,30 @@ export class EncoderController {
   @HttpCode(200)
   @ApiBody({ schema: openApiSchema(encodeRequestSchema) })
   @ApiReplies(encodeResponseSchema, 400, 409, 413, 500, 503, 504, 507)
-  encodeHttp(@Body(EncodeRequestPipe) req: EncodeRequest): Promise<EncodeResponse> {
-    return this.encoder.encode(req, this.deadlines.of(req));
+  encodeHttp(
+    @Body() raw: object,
+    @Body(EncodeRequestPipe) req: EncodeRequest,
+  ): Promise<EncodeResponse> {
+    return this.gateway.encode(raw, req, this.deadlines.of(req));
   }
 
   @MessagePattern(DpType.Encode)
   encode(
+    @Payload() raw: object,
     @Payload(EncodeRequestPipe) req: EncodeRequest,
     @Ctx() ctx: NatsContext,
   ): Promise<EncodeResponse> {
-    return this.encoder.encode(req, this.deadlines.of(req, ctx));
+    return this.gateway.encode(raw, req, this.deadlines.of(req, ctx));
   }
 
   /** A real encode of a tiny image (or recent forward progress when busy); 503 on failure. */
   @Get('health_generate')
-  healthGenerate(): Promise<ProbeResult> {
-    return this.probe.probe();
+  healthGenerate(): Promise<ProbeReply> {
+    return this.gateway.probe();
   }
 
   @MessagePattern(DpType.HealthEncode)
-  health(): Promise<ProbeResult> {
-    return this.probe.probe();
+  health(): Promise<ProbeReply> {
+    return this.gateway.probe();
   }
 }

@@ -9,6 +9,8 @@ import { OnnxWorkerBackend } from './backend/onnx-worker.backend';
 import { EncoderHealth } from '../health/encoder-health';
 import { EncoderController } from './encoder.controller';
 import { ProbeEncoderHealth } from './encoder.health';
+import { EncodeGateway } from './encode-gateway';
+import { LocalEncodeGateway } from './local-encode-gateway';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { EncodeStages } from './pipeline/encode-stages.service';
 import { EncoderMetrics } from './pipeline/encoder.metrics';
@@ -36,6 +38,7 @@ import { WorkersAdminController } from './workers-admin.controller';
     EncodeStages,
     EncoderService,
     WorkerReports,
+    { provide: EncodeGateway, useClass: LocalEncodeGateway },
     { provide: EncoderHealth, useClass: ProbeEncoderHealth },
   ],
   exports: [EncoderHealth, EncodeAdmission],
