@@ -368,14 +368,23 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     const during = nextId('during');
     expect((await encode(during)).err).toBeUndefined();
     expect(await ownerRank(during)).toBe(survivor);
-    // Its staged embedding is gone, and calls for it say so at once.
+    // Its staged embedding is gone: calls for it, and its waiters, are told so at once.
+    const lost = new RegExp(
+      `^staged embedding for req_id=${staged} was lost \\(encoder restarted: DP worker rank=${victim} \\(pid ${before.pid}\\)`,
+    );
     const send = await call('send', {
       req_id: staged,
       prefill_host: '127.0.0.1',
       embedding_port: 9,
     });
-    expect(send.err).toMatchObject({ code: 503, type: 'owner_gone' });
-    expect(send.err?.message).toMatch(new RegExp(`DP worker rank=${victim} .*is gone`));
+    expect(send.err).toMatchObject({ code: 503, type: 'embedding_lost' });
+    expect(send.err?.message).toMatch(lost);
+    expect(
+      await waitFor(async () => {
+        const w = await call('wait_metadata', { req_id: staged, timeout_ms: 1000 });
+        return lost.test(String(w.err?.message));
+      }),
+    ).toBe(true);
 
     // It comes back: a new process, counted, and serving.
     expect(await bothAlive()).toBe(true);
@@ -551,8 +560,10 @@ describe('DP workers as owners across instances (e2e, JetStream store)', () => {
       });
       expect(again.status).toBe(503);
       expect((await again.json()) as { type: string; message: string }).toMatchObject({
-        type: 'owner_gone',
-        message: expect.stringMatching(new RegExp(`DP worker rank=${rank} .*is gone`)),
+        type: 'embedding_lost',
+        message: expect.stringMatching(
+          new RegExp(`was lost \\(encoder restarted: DP worker rank=${rank} .*is gone`),
+        ),
       });
     } finally {
       await rx.close();

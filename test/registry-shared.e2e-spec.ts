@@ -6,8 +6,8 @@ import { NatsServer } from './support/nats-server';
 import { freshBucket, kvRegistry, type KvRegistry } from './support/kv-registry';
 import { META, sleep } from './support/registry-contract';
 import { encodeBody, waitFor } from './support/calls';
-import { sharedNatsUrl, startTestApp } from './support/app';
-import { MAIN } from './support/service-process';
+import { sharedNatsUrl, startTestApp, uniquePrefix } from './support/app';
+import { MAIN, startServiceProcess } from './support/service-process';
 import { dataUri, image } from './support/media';
 import { RequestLifecycle } from '../src/requests/request-lifecycle.service';
 
@@ -237,6 +237,54 @@ describe('metadata survives a restart (e2e, the app with the JetStream store)', 
       await second.close();
     }
   });
+});
+
+describe('crash honesty (e2e, JetStream store, the same EPD_INSTANCE_ID after a crash)', () => {
+  it('a call for an embedding the crashed process staged says it was lost, not "already released"', async () => {
+    const env = {
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_REGISTRY_STORE: 'jetstream',
+      EPD_KV_BUCKET: freshBucket('crash'),
+      EPD_SUBJECT_PREFIX: uniquePrefix(),
+      EPD_INSTANCE_ID: 'same-id',
+    };
+    const post = (url: string, path: string, body: object) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const first = await startServiceProcess(env);
+    const item = dataUri(await image(64, 48, 'png', { r: 5, g: 6, b: 7 }), 'image/png');
+    expect((await post(first.url, '/encode', encodeBody('staged-then-crash', [item]))).status).toBe(
+      200,
+    );
+    const exited = new Promise((r) => first.proc.once('exit', r));
+    first.proc.kill('SIGKILL');
+    await exited;
+
+    const second = await startServiceProcess(env);
+    try {
+      const r = await post(second.url, '/send', {
+        req_id: 'staged-then-crash',
+        prefill_host: '127.0.0.1',
+        embedding_port: 9,
+      });
+      expect(r.status).toBe(503);
+      expect(await r.json()).toMatchObject({
+        type: 'embedding_lost',
+        message: 'staged embedding for req_id=staged-then-crash was lost (encoder restarted)',
+      });
+      // A req_id encoded by the new process is its own, as before.
+      expect((await post(second.url, '/encode', encodeBody('after-restart', [item]))).status).toBe(
+        200,
+      );
+      const status = await fetch(`${second.url}/admin/requests/after-restart`);
+      expect(status.status).toBe(200);
+    } finally {
+      await second.stop();
+    }
+  }, 60_000);
 });
 
 /**

@@ -120,7 +120,8 @@ export class DpDispatcher extends LocalRanks {
   ): Promise<T> {
     const rank = owner.rank === undefined ? undefined : this.supervisor.ranks[owner.rank];
     if (!rank?.alive || (owner.pid !== undefined && rank.pid !== owner.pid)) {
-      return Promise.reject(Errors.rankGone(owner.rank ?? -1, owner.pid, reqId));
+      const who = `DP worker rank=${owner.rank} (pid ${owner.pid ?? '?'}) is gone`;
+      return Promise.reject(Errors.embeddingLost(reqId, who));
     }
     return this.callRank<T>(rank, dp, reqId, body, deadline);
   }

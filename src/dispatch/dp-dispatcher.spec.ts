@@ -153,7 +153,12 @@ describe('DpDispatcher', () => {
     supervisor.ranks[1]!.pid = 202; // respawned: a new process without the embedding
     await expect(
       dispatcher.call({ instance: 'inst', rank: 1, pid: 101 }, 'send', 'r', {}, Date.now() + 1000),
-    ).rejects.toMatchObject({ code: 503, type: 'owner_gone' });
+    ).rejects.toMatchObject({
+      code: 503,
+      type: 'embedding_lost',
+      message:
+        'staged embedding for req_id=r was lost (encoder restarted: DP worker rank=1 (pid 101) is gone)',
+    });
   });
 
   it('presents the shared admin token to the workers, whose guards check it too', async () => {

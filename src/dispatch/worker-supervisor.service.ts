@@ -13,6 +13,7 @@ import { backoffMs } from '../common/backoff';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import { isErrorMeta } from '../meta-registry/meta.schema';
 import type { MirrorMessage } from '../meta-registry/parent-mirrored-store';
 import { IpcChannel } from '../transport/ipc-channel';
 
@@ -109,6 +110,12 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   readonly plan: ThreadPlan;
   private stopping = false;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /**
+   * The req_ids whose embedding each worker process (by pid) holds, from its mirrored
+   * records (EPD_REGISTRY_STORE=memory): when it dies, their waiters are told at once.
+   * Bounded by the workers' registries: a release, a failure or the TTL removes an entry.
+   */
+  private readonly held = new Map<number, Set<string>>();
 
   constructor(
     private readonly config: AppConfig,
@@ -182,16 +189,48 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
 
   /** A worker's metadata record lands in this registry, which answers wait_metadata for all. */
   private async mirror(r: Rank, pid: number | undefined, m: MirrorMessage): Promise<void> {
+    const held = pid === undefined ? undefined : this.heldBy(pid);
     if (m.op === 'put') {
       const { reqId, metadata, partIdx, owner } = m.record;
+      if (isErrorMeta(metadata)) held?.delete(reqId);
+      else held?.add(reqId);
       await this.registry.publish(reqId, metadata, partIdx, owner);
       return;
     }
+    held?.delete(m.req_id);
     // Only its own record: the req_id may have been encoded again on another rank since.
     const current = await this.registry.get(m.req_id);
     if (current?.owner?.rank === r.rank && current.owner.pid === pid) {
       await this.registry.discard(m.req_id);
     }
+  }
+
+  private heldBy(pid: number): Set<string> {
+    let set = this.held.get(pid);
+    if (!set) this.held.set(pid, (set = new Set()));
+    return set;
+  }
+
+  /** A dead worker's staged embeddings: their records now say they were lost, and why. */
+  private async publishLost(r: Rank, pid: number, exitCode: number): Promise<void> {
+    const held = this.held.get(pid);
+    this.held.delete(pid);
+    if (!held?.size) return;
+    const why = `DP worker rank=${r.rank} (pid ${pid}) died with exitcode=${exitCode}`;
+    let told = 0;
+    for (const reqId of held) {
+      const current = await this.registry.get(reqId).catch(() => undefined);
+      if (current?.owner?.pid !== pid || isErrorMeta(current.metadata)) continue;
+      const { message } = Errors.embeddingLost(reqId, why);
+      await this.registry
+        .publish(reqId, { error: message }, current.partIdx, current.owner)
+        .then(() => told++)
+        .catch(() => undefined);
+    }
+    this.logger.warn(
+      { dp_rank: r.rank, pid, lost: told },
+      `${told} staged embedding(s) of DP worker rank=${r.rank} were lost with it`,
+    );
   }
 
   private onExit(
@@ -211,6 +250,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     r.failers.clear();
     for (const fail of failers) fail(exitCode);
     if (this.stopping) return;
+    if (child.pid !== undefined) void this.publishLost(r, child.pid, exitCode);
     if (exitCode === EX_CONFIG) {
       // The worker refused this configuration (a model that breaks the contract): every
       // respawn would too. Refuse to serve, as one process does; the other workers see the

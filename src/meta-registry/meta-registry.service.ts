@@ -10,6 +10,7 @@ import {
 } from 'rxjs';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
+import { BOOT_ID } from '../common/boot-id';
 import { AppConfig, dpRole } from '../config/app-config';
 import { MetaStore, type Owner, type StoredMeta } from './meta-store';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
@@ -103,15 +104,17 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * This process as the owner of what it encodes (recorded with its metadata): a DP worker
-   * names its rank and pid, a DP supervisor (which stages nothing) only its instance.
+   * This process as the owner of what it encodes (recorded with its metadata): its
+   * instance and boot id; a DP worker also its rank and pid. A DP supervisor stages
+   * nothing, and names no rank.
    */
   get self(): Owner {
     const instance = this.config.instance.id;
     const role = dpRole(this.config);
-    if (role === 'supervisor') return { instance };
-    if (role === 'worker') return { instance, rank: this.config.encoder.dpRank, pid: process.pid };
-    return { instance, rank: this.config.encoder.dpRank };
+    if (role === 'supervisor') return { instance, boot: BOOT_ID };
+    const rank = this.config.encoder.dpRank;
+    if (role === 'worker') return { instance, rank, pid: process.pid, boot: BOOT_ID };
+    return { instance, rank, boot: BOOT_ID };
   }
 
   /** `owner`: set by the encoder that stages the embedding (owner routing). */

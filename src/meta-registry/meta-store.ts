@@ -2,14 +2,15 @@ import type { Observable } from 'rxjs';
 import type { MetaPayload } from './meta.schema';
 
 /**
- * The instance (and, with DP, the rank) that holds a request's staged embedding. A DP
- * worker also records its pid: a respawned rank is a new process that does not hold its
- * predecessor's embeddings.
+ * The instance (and, with DP, the rank) that holds a request's staged embedding, and the
+ * process: its boot id (a restarted process does not hold its predecessor's embeddings)
+ * and, for a DP worker, its pid (how its supervisor knows a respawned rank).
  */
 export interface Owner {
   instance: string;
   rank?: number;
   pid?: number;
+  boot?: string;
 }
 
 export interface StoredMeta {

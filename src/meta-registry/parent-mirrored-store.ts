@@ -35,6 +35,13 @@ export class ParentMirroredStore extends MemoryMetaStore {
     return removed;
   }
 
+  /** Expired here expires there too: the supervisor's index of what this worker holds shrinks. */
+  override async expire(cutoff: number): Promise<string[]> {
+    const expired = await super.expire(cutoff);
+    for (const reqId of expired) this.mirror({ op: 'delete', req_id: reqId });
+    return expired;
+  }
+
   /** Best effort: the worker's own answer never depends on its supervisor being reachable. */
   private mirror(message: MirrorMessage): void {
     if (this.channel.notify('meta', message)) return;

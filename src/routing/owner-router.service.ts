@@ -1,6 +1,7 @@
 import { Injectable, Logger, Optional } from '@nestjs/common';
 import type { NatsContext } from '@nestjs/microservices';
 import { Clock } from '../common/clock';
+import { BOOT_ID } from '../common/boot-id';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig, dpRole } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
@@ -87,6 +88,11 @@ export class OwnerRouter {
     if (owner?.rank !== undefined && this.ranks) {
       this.counters.toRank++;
       return this.ranks.call<T>(owner, dp, reqId, body, deadline);
+    }
+    if (owner?.boot !== undefined && owner.boot !== BOOT_ID) {
+      // Staged by this instance's previous process (same EPD_INSTANCE_ID): gone with it.
+      this.counters.ownerGone++;
+      throw Errors.embeddingLost(reqId);
     }
     this.counters.local++;
     return local();

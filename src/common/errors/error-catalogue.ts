@@ -143,12 +143,12 @@ export const Errors = {
       reqId,
       'at_capacity',
     ),
-  rankGone: (rank: number, pid: number | undefined, reqId: string) =>
+  embeddingLost: (reqId: string, detail?: string) =>
     new MMError(
-      `DP worker rank=${rank} (pid ${pid ?? '?'}) that held req_id=${reqId} is gone; the staged embedding is lost`,
+      `staged embedding for req_id=${reqId} was lost (encoder restarted${detail ? `: ${detail}` : ''})`,
       503,
       reqId,
-      'owner_gone',
+      'embedding_lost',
     ),
   workerNotAnswering: (rank: number, reason: string, reqId?: string) =>
     new MMError(
