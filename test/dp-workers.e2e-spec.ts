@@ -553,6 +553,16 @@ describe('DP workers as owners across instances (e2e, JetStream store)', () => {
       expect(await waitFor(async () => (await workersOf()).workers[rank]!.restarts === 1)).toBe(
         true,
       );
+      // Its waiters learn it too, on the peer: the supervisor published why.
+      expect(
+        await waitFor(async () => {
+          const w = await post('/scheduler_receive_meta_data', { req_id: id, timeout_ms: 500 });
+          const body = (await w.json()) as { message?: string };
+          return /was lost \(encoder restarted: DP worker rank=\d+ \(pid \d+\) died/.test(
+            body.message ?? '',
+          );
+        }),
+      ).toBe(true);
       const again = await post('/send', {
         req_id: id,
         prefill_host: '127.0.0.1',

@@ -28,7 +28,7 @@ class FakeChannels {
 }
 
 function setup(maxPending = 2, env: Record<string, string> = {}) {
-  const { registry, config } = makeRegistry({
+  const { registry, config, store } = makeRegistry({
     ...env,
     EPD_DP_SIZE: '2',
     EPD_MAX_PENDING: String(maxPending),
@@ -36,7 +36,7 @@ function setup(maxPending = 2, env: Record<string, string> = {}) {
     EPD_SUBJECT_PREFIX: 'p',
   });
   const clock = new Clock();
-  const supervisor = new WorkerSupervisor(config, registry, clock);
+  const supervisor = new WorkerSupervisor(config, registry, clock, store);
   const forwarder = new FakeChannels();
   for (const r of supervisor.ranks) {
     r.child = {} as ChildProcess;

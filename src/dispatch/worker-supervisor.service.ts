@@ -8,13 +8,16 @@ import {
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
+import type { Subscription } from 'rxjs';
 import { Clock } from '../common/clock';
 import { backoffMs } from '../common/backoff';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { isErrorMeta } from '../meta-registry/meta.schema';
+import { MetaStore } from '../meta-registry/meta-store';
 import type { MirrorMessage } from '../meta-registry/parent-mirrored-store';
+import { HeldIndex } from './held-index';
 import { IpcChannel } from '../transport/ipc-channel';
 
 /** The built service entry point; each worker runs it with EPD_DP_WORKER=1. */
@@ -111,18 +114,21 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   private stopping = false;
   private readonly timers = new Set<NodeJS.Timeout>();
   /**
-   * The req_ids whose embedding each worker process (by pid) holds, from its mirrored
-   * records (EPD_REGISTRY_STORE=memory): when it dies, their waiters are told at once.
-   * Bounded by the workers' registries: a release, a failure or the TTL removes an entry.
+   * The req_ids whose embedding each worker process holds, from its records (mirrored
+   * over IPC on the memory store, watched in the bucket on JetStream): when it dies,
+   * their waiters are told at once.
    */
-  private readonly held = new Map<number, Set<string>>();
+  private readonly held: HeldIndex;
+  private changes?: Subscription;
 
   constructor(
     private readonly config: AppConfig,
     private readonly registry: MetaRegistry,
     private readonly clock: Clock,
+    private readonly store: MetaStore,
   ) {
     this.ranks = Array.from({ length: config.encoder.dpSize }, (_, r) => new Rank(r));
+    this.held = new HeldIndex(config.timeouts.sendTimeoutMs);
     this.plan = threadPlan(config.encoder.dpSize, availableParallelism(), process.env);
   }
 
@@ -146,6 +152,13 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       `starting ${this.ranks.length} DP workers on ${p.cores} cores: ${p.intraOpThreads} ONNX Runtime intra-op and ${p.preprocessThreads} preprocessing thread(s) each`,
     );
     for (const r of this.ranks) this.spawn(r);
+    // A shared store: the workers' records reach us through the bucket's watcher.
+    this.changes = this.store.changes?.subscribe((record) => {
+      const { owner } = record;
+      if (owner?.instance === this.config.instance.id && owner.pid !== undefined) {
+        this.held.record(owner.pid, record, this.clock.now());
+      }
+    });
   }
 
   private workerEnv(rank: number): NodeJS.ProcessEnv {
@@ -189,15 +202,13 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
 
   /** A worker's metadata record lands in this registry, which answers wait_metadata for all. */
   private async mirror(r: Rank, pid: number | undefined, m: MirrorMessage): Promise<void> {
-    const held = pid === undefined ? undefined : this.heldBy(pid);
     if (m.op === 'put') {
       const { reqId, metadata, partIdx, owner } = m.record;
-      if (isErrorMeta(metadata)) held?.delete(reqId);
-      else held?.add(reqId);
+      if (pid !== undefined) this.held.record(pid, m.record, this.clock.now());
       await this.registry.publish(reqId, metadata, partIdx, owner);
       return;
     }
-    held?.delete(m.req_id);
+    if (pid !== undefined) this.held.remove(pid, m.req_id);
     // Only its own record: the req_id may have been encoded again on another rank since.
     const current = await this.registry.get(m.req_id);
     if (current?.owner?.rank === r.rank && current.owner.pid === pid) {
@@ -205,17 +216,10 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     }
   }
 
-  private heldBy(pid: number): Set<string> {
-    let set = this.held.get(pid);
-    if (!set) this.held.set(pid, (set = new Set()));
-    return set;
-  }
-
   /** A dead worker's staged embeddings: their records now say they were lost, and why. */
   private async publishLost(r: Rank, pid: number, exitCode: number): Promise<void> {
-    const held = this.held.get(pid);
-    this.held.delete(pid);
-    if (!held?.size) return;
+    const held = this.held.take(pid);
+    if (held.length === 0) return;
     const why = `DP worker rank=${r.rank} (pid ${pid}) died with exitcode=${exitCode}`;
     let told = 0;
     for (const reqId of held) {
@@ -346,6 +350,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   /** Stops respawning, SIGTERMs every worker, SIGKILLs the ones left when the grace ends. */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
+    this.changes?.unsubscribe();
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     const graceMs = Math.max(500, this.config.shutdown.graceMs - 500);

@@ -28,6 +28,6 @@ function makeStore(config: AppConfig, nats: NatsConnectionService, link: ParentL
     MetaRegistry,
     MetadataService,
   ],
-  exports: [MetaRegistry, MetadataService],
+  exports: [MetaRegistry, MetadataService, MetaStore],
 })
 export class MetaRegistryModule {}
