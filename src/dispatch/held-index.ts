@@ -41,7 +41,7 @@ export class HeldIndex {
 
   private of(pid: number): Map<string, number> {
     let held = this.byPid.get(pid);
-    if (!held) this.byPid.set(pid, (held = new Map()));
+    if (!held) this.byPid.set(pid, (held = new Map<string, number>()));
     return held;
   }
 }
