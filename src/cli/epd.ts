@@ -1,8 +1,10 @@
+#!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { EncoderClient } from '../client/encoder-client';
 import { MMError } from '../common/errors/mm-error';
+import { formatReport, loadImages, progressLine, runLoad, type LoadOptions } from './load';
 
-const USAGE = `usage: epd <command> <req_id> [options]
+const USAGE = `usage: epd <command> [<req_id>] [options]
 
 commands:
   publish <req_id> --len N --dim D [--bytes-per-value 4] [--part-idx I]
@@ -10,6 +12,10 @@ commands:
   wait    <req_id> [--timeout-ms MS] [--retries N] [--part-idx I]
   has     <req_id>
   release <req_id>
+  load    (--concurrency C | --rate R) [--duration S] [--images DIR|generated]
+          [--generated N] [--repeat-ratio F] [--timeout-ms MS] [--max-in-flight N] [--json]
+          encodes (and releases) images for S seconds (default 10): a progress line on
+          stderr, then p50/p90/p99, throughput and errors by type (--json: one object)
 
 NATS: EPD_NATS_URL (default nats://127.0.0.1:4222), EPD_SUBJECT_PREFIX (default epd).
 Exit status: 0 on success, 1 on an error reply (printed as JSON on stderr), 2 on bad usage.`;
@@ -40,17 +46,23 @@ async function run(argv: string[]): Promise<number> {
       error: { type: 'string' },
       'timeout-ms': { type: 'string' },
       retries: { type: 'string' },
+      concurrency: { type: 'string' },
+      rate: { type: 'string' },
+      duration: { type: 'string', default: '10' },
+      images: { type: 'string', default: 'generated' },
+      generated: { type: 'string', default: '16' },
+      'repeat-ratio': { type: 'string', default: '0' },
+      'max-in-flight': { type: 'string', default: '1024' },
+      json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   const [command, reqId] = positionals;
-  if (values.help || !command || !reqId) throw new UsageError('missing command or req_id');
+  if (values.help || !command) throw new UsageError('missing command');
+  if (command === 'load') return load(values);
+  if (!reqId) throw new UsageError(`${command} needs a req_id`);
 
-  const client = await EncoderClient.connect({
-    servers: (process.env.EPD_NATS_URL ?? 'nats://127.0.0.1:4222').split(','),
-    subjectPrefix: process.env.EPD_SUBJECT_PREFIX ?? 'epd',
-    connectOptions: { timeout: 5000 },
-  });
+  const client = await connectClient();
   try {
     const partIdx = int(values['part-idx'], 'part-idx');
     switch (command) {
@@ -91,6 +103,59 @@ async function run(argv: string[]): Promise<number> {
       default:
         throw new UsageError(`unknown command ${command}`);
     }
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+function connectClient(): Promise<EncoderClient> {
+  return EncoderClient.connect({
+    servers: (process.env.EPD_NATS_URL ?? 'nats://127.0.0.1:4222').split(','),
+    subjectPrefix: process.env.EPD_SUBJECT_PREFIX ?? 'epd',
+    connectOptions: { timeout: 5000 },
+  });
+}
+
+function positive(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a positive number`);
+  return n;
+}
+
+async function load(values: Record<string, string | boolean | undefined>): Promise<number> {
+  const str = (k: string) => values[k] as string | undefined;
+  const concurrency = int(str('concurrency'), 'concurrency');
+  const rate = positive(str('rate'), 'rate');
+  if ((concurrency === undefined) === (rate === undefined) || concurrency === 0) {
+    throw new UsageError('load needs one of --concurrency C (> 0) or --rate R');
+  }
+  const repeatRatio = Number(str('repeat-ratio'));
+  if (!(repeatRatio >= 0 && repeatRatio <= 1))
+    throw new UsageError('--repeat-ratio must be in [0, 1]');
+  const options: LoadOptions = {
+    concurrency,
+    rate,
+    durationS: positive(str('duration'), 'duration')!,
+    imagesDir: str('images') === 'generated' ? undefined : str('images'),
+    generated: int(str('generated'), 'generated') || 16,
+    repeatRatio,
+    timeoutMs: int(str('timeout-ms'), 'timeout-ms') ?? 30_000,
+    maxInFlight: int(str('max-in-flight'), 'max-in-flight') || 1024,
+  };
+  const images = await loadImages(options.imagesDir, options.generated);
+  const client = await connectClient();
+  const bar = !values.json && process.stderr.isTTY;
+  try {
+    const report = await runLoad(
+      client,
+      images,
+      options,
+      bar ? (p) => process.stderr.write(progressLine(p, options.durationS)) : undefined,
+    );
+    if (bar) process.stderr.write('\n');
+    process.stdout.write(`${values.json ? JSON.stringify(report) : formatReport(report)}\n`);
     return 0;
   } finally {
     await client.close();

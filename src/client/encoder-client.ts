@@ -53,6 +53,28 @@ export interface WaitMetadataOptions {
   onAttempt?: (attempt: number) => void;
 }
 
+/** An `encode` body (DESIGN.md §5); items are data URIs, bare base64, URLs or files. */
+export interface EncodeBody {
+  req_id: string;
+  modality: 'image' | 'video' | 'audio';
+  mm_items: (string | { url: string; content_hash?: string })[];
+  num_parts?: number;
+  part_idx?: number;
+  timeout_ms?: number;
+  prefill_host?: string;
+  embedding_port?: number | number[];
+}
+
+/** What `encode` answers once the embedding is staged (and delivered, if asked). */
+export interface EncodeResult {
+  req_id: string;
+  part_idx: number;
+  embedding_size: number;
+  embedding_len: number;
+  embedding_dim: number;
+  timings: Record<string, number>;
+}
+
 const DEFAULT_RETRY: RetryPolicy = {
   attempts: 3,
   baseDelayMs: 100,
@@ -97,6 +119,16 @@ export class EncoderClient {
       ...options.connectOptions,
     });
     return new EncoderClient(nc, true, options);
+  }
+
+  /** Encodes and stages `body`'s media; the embedding stays staged until released or sent. */
+  encode(body: EncodeBody, options: { timeoutMs?: number } = {}): Promise<EncodeResult> {
+    const timeoutMs = options.timeoutMs ?? body.timeout_ms ?? this.requestTimeoutMs;
+    return this.call<EncodeResult>(
+      DpType.Encode,
+      { num_parts: 1, part_idx: 0, ...body, timeout_ms: timeoutMs },
+      timeoutMs + this.replySlackMs,
+    );
   }
 
   async publishMetadata(
