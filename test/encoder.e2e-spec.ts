@@ -181,6 +181,16 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
     await call('release', { req_id: 'vid-1' });
   });
 
+  it('encodes video from a list of frames as one video', async () => {
+    const frame = (r: number) => image(112, 112, 'png', { r, g: 10, b: 10 });
+    const frames = await Promise.all([frame(10), frame(60), frame(110), frame(160)]);
+    const items = frames.map((f) => dataUri(f, 'image/png'));
+    const r = await call('encode', encodeBody('vid-2', items, 'video'));
+    // 4 frames → t=2, 112x112 → 8x8 patches → 2*64/4 = 32 tokens
+    expect(r.response).toMatchObject({ embedding_len: 32, embedding_size: 32 * 1024 * 4 });
+    await call('release', { req_id: 'vid-2' });
+  });
+
   it('answers 400 with the exact validation message before queueing anything', async () => {
     const r = await call('encode', { ...encodeBody('bad', ['x']), modality: 'smell' });
     expect(r.err).toEqual({

@@ -105,6 +105,7 @@ export const configSchema = z.object({
       .string()
       .regex(/^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$/, 'must be a dotted Python class path'),
   }),
+  cache: z.object({ maxBytes: z.coerce.number().int().min(0) }),
   sglang: z.object({ bootstrapUrl: optionalString, advertiseUrl: optionalString }),
   profile: z.object({ root: z.string() }),
   admin: z.object({ token: optionalString }),
@@ -172,6 +173,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ZMQ_MAX_SOCKETS: ['transfer', 'zmqMaxSockets'],
   EPD_ZMQ_IDLE_MS: ['transfer', 'zmqIdleMs'],
   EPD_ZMQ_EMBEDDING_CLASS: ['transfer', 'zmqEmbeddingClass'],
+  EPD_CACHE_MAX_BYTES: ['cache', 'maxBytes'],
   EPD_SGLANG_BOOTSTRAP_URL: ['sglang', 'bootstrapUrl'],
   EPD_SGLANG_ADVERTISE_URL: ['sglang', 'advertiseUrl'],
   EPD_PROFILE_ROOT: ['profile', 'root'],

@@ -1,4 +1,4 @@
-import { Controller, Get, UseGuards } from '@nestjs/common';
+import { Controller, Delete, Get, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { DpDispatcher } from './dp-dispatcher.service';
@@ -37,5 +37,19 @@ export class DispatchAdminController {
   async encoder(): Promise<{ ranks: { dp_rank: number; stats: unknown }[] }> {
     const answers = await this.supervisor.gather<unknown>('scheduler');
     return { ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })) };
+  }
+
+  /** Each rank's embedding cache (GET /admin/cache of a single process). */
+  @Get('cache')
+  async cache(): Promise<{ ranks: { dp_rank: number; cache: unknown }[] }> {
+    const answers = await this.supervisor.gather<unknown>('cache');
+    return { ranks: answers.map((a) => ({ dp_rank: a.rank, cache: a.value })) };
+  }
+
+  /** Purges every rank's cache. */
+  @Delete('cache')
+  async purgeCache(): Promise<{ ranks: { dp_rank: number; purged: number }[] }> {
+    const answers = await this.supervisor.gather<{ purged: number }>('cache_purge');
+    return { ranks: answers.map((a) => ({ dp_rank: a.rank, purged: a.value.purged })) };
   }
 }

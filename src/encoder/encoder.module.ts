@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { CacheModule } from '../cache/cache.module';
 import { DeliveryModule } from '../delivery/delivery.module';
 import { MediaModule } from '../media/media.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
@@ -26,7 +27,14 @@ import { WorkersAdminController } from './workers-admin.controller';
  * in a single process and in each DP worker (never in a DP supervisor).
  */
 @Module({
-  imports: [MetaRegistryModule, RequestsModule, DeliveryModule, ProfilingModule, MediaModule],
+  imports: [
+    MetaRegistryModule,
+    RequestsModule,
+    DeliveryModule,
+    ProfilingModule,
+    MediaModule,
+    CacheModule,
+  ],
   controllers: [EncoderController, WorkersAdminController],
   providers: [
     Preprocessor,

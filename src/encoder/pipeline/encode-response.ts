@@ -15,7 +15,11 @@ export const stageTimingsSchema = z.object({
   forward_ms: ms,
   stage_ms: ms,
   total_ms: ms,
-  batch_size: z.number().int().positive(),
+  /** Requests in the fused forward; 0 when no forward ran (every unit from the cache). */
+  batch_size: z.number().int().nonnegative(),
+  /** With the cache on: units served from it, and units joined from another request's encode. */
+  cache_hits: z.number().int().nonnegative().optional(),
+  cache_joins: z.number().int().nonnegative().optional(),
 });
 
 /** The `encode` reply (DESIGN.md §4), documented in /docs from this schema. */

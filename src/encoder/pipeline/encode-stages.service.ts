@@ -18,6 +18,8 @@ import type { EncodeRequest } from './encode-request.schema';
 /** What a request will cost, known from the headers before anything is decoded. */
 export interface EncodeSize {
   tokens: number;
+  /** Per item (images, audio clips), or one entry for a video. */
+  itemTokens: number[];
   dim: number;
   /** tokens × dim × the staging dtype's width: what the receiver allocates. */
   bytes: number;
@@ -34,7 +36,7 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('EncodeStages');
   private closing = false;
   readonly stagingDtype: StagingDtype;
-  private readonly bytesPerValue: number;
+  readonly bytesPerValue: number;
 
   constructor(
     private readonly config: AppConfig,
@@ -76,9 +78,15 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   async plan(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
     const plan = this.ok(req, await this.preprocessor.plan(req.modality, items));
     checkPlan(plan, this.config.encoder, req.req_id);
+    const dim = await this.dimOf(req.modality);
+    const { tokens, itemTokens } = plan;
+    return { tokens, itemTokens, dim, bytes: tokens * dim * this.bytesPerValue };
+  }
+
+  /** The embedding width of the model that encodes `modality`. */
+  async dimOf(modality: string): Promise<number> {
     const info = await this.backend.info();
-    const dim = req.modality === 'audio' ? info.audioDim : info.visionDim;
-    return { tokens: plan.tokens, dim, bytes: plan.tokens * dim * this.bytesPerValue };
+    return modality === 'audio' ? info.audioDim : info.visionDim;
   }
 
   /** Decode and preprocess (worker threads); must give the tokens the plan promised. */

@@ -17,6 +17,14 @@ const STAGES = [
   'total',
 ] as const;
 
+const MODEL_STAGES: ReadonlySet<string> = new Set([
+  'plan',
+  'preprocess_wait',
+  'preprocess',
+  'queue',
+  'forward',
+]);
+
 /** Encoder metrics (SGLang's families, `epd_` prefixed). Health probes are not counted. */
 @Injectable()
 export class EncoderMetrics extends OwnedMetrics {
@@ -101,7 +109,10 @@ export class EncoderMetrics extends OwnedMetrics {
   }
 
   timings(modality: Modality, t: StageTimings): void {
-    for (const stage of STAGES)
+    for (const stage of STAGES) {
+      // Served from the cache: the model stages did not run, and are not 0 s samples.
+      if (t.batch_size === 0 && MODEL_STAGES.has(stage)) continue;
       this.stageSeconds.observe({ modality, stage }, t[`${stage}_ms`] / 1000);
+    }
   }
 }

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Clock } from '../../common/clock';
 import { Errors } from '../../common/errors/error-catalogue';
 import type { DeliveryService } from '../../delivery/delivery.service';
@@ -15,6 +18,7 @@ import { PATCH_DIM } from './model-contract';
 import { EncodeAdmission } from './encode-admission.service';
 import { EncodeStages } from './encode-stages.service';
 import { EncoderMetrics } from './encoder.metrics';
+import { EncodeCache } from '../../cache/encode-cache.service';
 import { EncoderService } from './encoder.service';
 
 const DIM = 8;
@@ -61,6 +65,7 @@ class GatedBackend extends EncoderBackend {
 const plan: MediaPlan = {
   ok: true,
   tokens: TOKENS,
+  itemTokens: [TOKENS],
   decodedPixels: 56 * 56,
   sourceFrames: 0,
   keptFrames: 0,
@@ -82,6 +87,10 @@ const preprocessed = (): PreprocessResult => ({
 const tick = () => new Promise((r) => setImmediate(r));
 async function until(cond: () => boolean): Promise<void> {
   for (let i = 0; i < 1000 && !cond(); i++) await tick();
+  // File reads (the cache hashes the model file once) complete in libuv's thread pool,
+  // which setImmediate ticks can outrun: then wait in real time, briefly.
+  const end = Date.now() + 2000;
+  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
   if (!cond()) throw new Error('condition never held');
 }
 
@@ -108,10 +117,15 @@ describe('EncoderService', () => {
     step: () => undefined,
   } as unknown as ProfilerService);
   const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
-  const service = new EncoderService(clock, admission, stages, states, registry, {
-    afterStage,
-    failed: () => Promise.resolve(),
-  } as unknown as DeliveryService);
+  const service = new EncoderService(
+    clock,
+    admission,
+    stages,
+    states,
+    registry,
+    { afterStage, failed: () => Promise.resolve() } as unknown as DeliveryService,
+    new EncodeCache(config),
+  );
   const request = (reqId: string) =>
     parseEncodeRequest({
       req_id: reqId,
@@ -178,5 +192,110 @@ describe('EncoderService', () => {
     await first;
     states.release('dup');
     expect(states.stats()).toMatchObject({ states: 0, usedBytes: 0 });
+  });
+});
+
+describe('EncoderService with the embedding cache (single flight in process)', () => {
+  const model = join(mkdtempSync(join(tmpdir(), 'epd-cache-')), 'v.onnx');
+  writeFileSync(model, 'a model');
+  const { registry, config } = makeRegistry({ EPD_CACHE_MAX_BYTES: String(1 << 20) });
+  const clock = new Clock();
+  class ModelBackend extends GatedBackend {
+    override info(): Promise<ModelInfo> {
+      return super.info().then((i) => ({ ...i, visionPath: model }));
+    }
+  }
+  const backend = new ModelBackend();
+  const scheduler = new EncodeScheduler(backend, config, clock);
+  const states = new ReqStateStore(config, clock);
+  // One EncoderMetrics per process (the registry is global): the first block owns it.
+  const metrics = {
+    received: () => undefined,
+    request: () => undefined,
+    timings: () => undefined,
+  } as unknown as EncoderMetrics;
+  let planFails = false;
+  const loader = { load: () => Promise.resolve(Buffer.from('png')) } as unknown as MediaLoader;
+  const preprocessor = {
+    plan: () =>
+      Promise.resolve(
+        planFails ? { ok: false, stage: 'load', itemIndex: 0, message: 'not an image' } : plan,
+      ),
+    run: () => Promise.resolve(preprocessed()),
+  } as unknown as Preprocessor;
+  const admission = new EncodeAdmission(config, metrics, {
+    step: () => undefined,
+  } as unknown as ProfilerService);
+  const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
+  const cache = new EncodeCache(config);
+  const service = new EncoderService(
+    clock,
+    admission,
+    stages,
+    states,
+    registry,
+    {
+      afterStage: () => Promise.resolve(undefined),
+      failed: () => Promise.resolve(),
+    } as unknown as DeliveryService,
+    cache,
+  );
+  const request = (reqId: string) =>
+    parseEncodeRequest({
+      req_id: reqId,
+      modality: 'image',
+      mm_items: ['data:image/png;base64,AAAA'],
+      num_parts: 1,
+      part_idx: 0,
+    });
+  const deadline = () => Date.now() + 10_000;
+
+  afterEach(() => {
+    cache.store.purge();
+    for (const s of states.list()) states.release(s.reqId);
+  });
+
+  it('a joiner gets the owner rows even when the owner is released during its forward', async () => {
+    const before = backend.forwards;
+    const owner = service.encode(request('own'), deadline());
+    await until(() => backend.waiting);
+    const joiner = service.encode(request('join'), deadline());
+    await until(() => cache.store.view().joins === 1);
+    states.release('own');
+    backend.release();
+    await expect(owner).rejects.toMatchObject({ type: 'released' });
+    await expect(joiner).resolves.toMatchObject({ timings: { cache_joins: 1, batch_size: 0 } });
+    expect(backend.forwards).toBe(before + 1);
+  });
+
+  it('a joiner encodes the unit itself when the owner forward failed', async () => {
+    const before = backend.forwards;
+    const owner = service.encode(request('own2'), deadline());
+    await until(() => backend.waiting);
+    const joiner = service.encode(request('join2'), deadline());
+    await until(() => cache.store.view().joins >= 1);
+    backend.fail(new Error('onnx exploded'));
+    await expect(owner).rejects.toThrow('onnx exploded');
+    await until(() => backend.waiting); // the joiner's own forward
+    backend.release();
+    await expect(joiner).resolves.toMatchObject({ timings: { cache_hits: 0, batch_size: 1 } });
+    expect(backend.forwards).toBe(before + 2);
+    expect(cache.store.view().in_flight).toBe(0);
+  });
+
+  it('media that fails for its owner fails its joiners too, with the same 400', async () => {
+    planFails = true;
+    try {
+      const [a, b] = await Promise.allSettled([
+        service.encode(request('bad1'), deadline()),
+        service.encode(request('bad2'), deadline()),
+      ]);
+      for (const r of [a, b]) {
+        expect(r).toMatchObject({ status: 'rejected', reason: { code: 400, type: 'load_failed' } });
+      }
+      expect(cache.store.view().in_flight).toBe(0);
+    } finally {
+      planFails = false;
+    }
   });
 });

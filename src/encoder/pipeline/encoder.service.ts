@@ -9,8 +9,11 @@ import { EncodeAdmission, type EncodeOutcome } from './encode-admission.service'
 import type { Endpoint } from '../../transfer/embedding-transport';
 import type { EncodeRequest } from './encode-request.schema';
 import type { EncodeResponse, StageTimings } from './encode-response';
-import { EncodeStages } from './encode-stages.service';
-import { itemGrids } from '../preprocess/preprocess.types';
+import { EncodeStages, type EncodeSize } from './encode-stages.service';
+import { itemGrids, type PreprocessOk } from '../preprocess/preprocess.types';
+import type { ScheduledResult } from '../scheduler/encode-scheduler.service';
+import { EncodeCache } from '../../cache/encode-cache.service';
+import type { CacheEntry, Flight } from '../../cache/embedding-cache';
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
@@ -26,6 +29,67 @@ function targetsOf(req: EncodeRequest): Endpoint[] {
   if (!req.prefill_host || req.embedding_port == null) return [];
   const ports = Array.isArray(req.embedding_port) ? req.embedding_port : [req.embedding_port];
   return ports.map((port) => ({ host: req.prefill_host!, port }));
+}
+
+/** A share of the request: one image, or a whole video or audio request (see cacheUnits). */
+interface Unit {
+  key: string;
+  items: number[];
+  tokens?: number;
+  /** From the cache. */
+  hit?: CacheEntry;
+  /** Being encoded by another request of this process. */
+  join?: Flight;
+  /** Being encoded by this request, for its joiners too. */
+  own?: Flight;
+  entry?: CacheEntry;
+}
+
+/** Every unit's rows, in item order, and what producing them cost. */
+interface Encoded {
+  data: Float32Array | Uint16Array;
+  tokens: number;
+  dim: number;
+  grid: number[][];
+  timings: Omit<StageTimings, 'load_ms' | 'stage_ms' | 'total_ms'>;
+}
+
+/**
+ * A unit this request joined failed in the request that was encoding it, for a reason of
+ * that request (released, out of budget, deadline): this one encodes it itself instead.
+ * A failure of the media itself (4xx) is everyone's, and is thrown as it is.
+ */
+class JoinedFailed extends Error {
+  constructor(readonly error: unknown) {
+    super('a joined unit failed');
+  }
+}
+
+async function joined<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    if (err instanceof MMError && err.code >= 400 && err.code < 500 && err.type !== 'released') {
+      throw err;
+    }
+    throw new JoinedFailed(err);
+  }
+}
+
+const unwrapJoined = (err: unknown) => (err instanceof JoinedFailed ? err.error : err);
+
+function concat(parts: (Float32Array | Uint16Array)[]): Float32Array | Uint16Array {
+  const total = parts.reduce((n, p) => n + p.length, 0);
+  // The parts' own constructor: rows that came from a worker thread may belong to another
+  // realm (a test runner's), where `instanceof Float32Array` is false.
+  const Ctor = parts[0]!.constructor as new (n: number) => Float32Array | Uint16Array;
+  const out = new Ctor(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 /**
@@ -55,6 +119,7 @@ export class EncoderService {
     private readonly states: ReqStateStore,
     private readonly registry: MetaRegistry,
     private readonly delivery: DeliveryService,
+    private readonly cache: EncodeCache,
   ) {}
 
   async encode(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
@@ -108,47 +173,30 @@ export class EncoderService {
     const loadMs = this.clock.elapsed() - loadStart;
     this.checkReleased(state);
 
-    // Headers first: the caps and the staging reservation come before any decoding.
-    const planStart = this.clock.elapsed();
-    const size = await this.stages.plan(req, items);
-    const planMs = this.clock.elapsed() - planStart;
-    this.states.reserve(state, size.bytes);
-    this.checkReleased(state);
-
-    const preStart = this.clock.elapsed();
-    const pre = await this.stages.preprocess(req, items, size);
-    const preWall = this.clock.elapsed() - preStart;
-    this.checkReleased(state);
-
-    const meta = {
-      embedding_size: size.bytes,
-      embedding_len: size.tokens,
-      embedding_dim: size.dim,
+    // A unit another request was encoding failed for its own reasons (released, out of
+    // budget): encode it here instead, at most twice.
+    let reserved = 0;
+    const reserve = (bytes: number) => {
+      if (bytes > reserved) this.states.reserve(state, bytes - reserved);
+      reserved = Math.max(reserved, bytes);
     };
-    await this.registry.publish(reqId, meta, req.part_idx, this.registry.self);
-
-    const result = await this.stages.forward(
-      req,
-      pre,
-      size,
-      deadline,
-      () => state.releaseRequested,
-    );
-    this.checkReleased(state);
+    let encoded: Encoded;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        encoded = await this.encodeUnits(req, state, items, deadline, reserve);
+        break;
+      } catch (err) {
+        if (!(err instanceof JoinedFailed) || attempt >= 3) throw unwrapJoined(err);
+      }
+    }
 
     const stageStart = this.clock.elapsed();
-    const bytes = result.output.data.byteLength;
-    this.states.stage(state, {
-      data: result.output.data,
-      tokens: size.tokens,
-      dim: size.dim,
-      dtype: this.stages.stagingDtype,
-      bytes,
-      grid: itemGrids(pre),
-    });
+    const { data, tokens, dim, grid } = encoded;
+    const bytes = data.byteLength;
+    this.states.stage(state, { data, tokens, dim, dtype: this.stages.stagingDtype, bytes, grid });
     await this.registry.publish(
       reqId,
-      { ...meta, embedding_size: bytes },
+      { embedding_size: bytes, embedding_len: tokens, embedding_dim: dim },
       req.part_idx,
       this.registry.self,
     );
@@ -161,25 +209,164 @@ export class EncoderService {
       });
 
     const timings: StageTimings = {
-      queue_ms: round(result.queueMs),
+      ...encoded.timings,
       load_ms: round(loadMs),
-      plan_ms: round(planMs),
-      preprocess_wait_ms: round(Math.max(0, preWall - pre.ms)),
-      preprocess_ms: round(pre.ms),
-      forward_ms: round(result.forwardMs),
       stage_ms: round(stageMs),
       total_ms: round(this.clock.elapsed() - started),
-      batch_size: result.batchSize,
     };
     return {
       req_id: reqId,
       part_idx: req.part_idx,
       embedding_size: bytes,
-      embedding_len: size.tokens,
-      embedding_dim: size.dim,
+      embedding_len: tokens,
+      embedding_dim: dim,
       timings,
       ...(destinations ? { destinations } : {}),
     };
+  }
+
+  /**
+   * Plan → reserve → preprocess → publish metadata → forward, for the units of `items`
+   * that neither the cache has (a hit) nor another request is encoding (a join); the
+   * output is every unit's rows in item order. Without the cache the request is one unit.
+   * Every flight this call owns is landed, with its entry or its failure, before it
+   * returns: a joiner never waits for an owner that has stopped.
+   */
+  private async encodeUnits(
+    req: EncodeRequest,
+    state: ReqState,
+    items: Buffer[],
+    deadline: number,
+    reserve: (bytes: number) => void,
+  ): Promise<Encoded> {
+    const units = await this.claimUnits(req, items);
+    const mine = units.filter((u) => !u.hit && !u.join);
+    try {
+      return await this.encodeClaimed(req, state, items, units, mine, deadline, reserve);
+    } catch (err) {
+      for (const u of mine)
+        if (u.own && !u.entry) this.cache.store.land(u.key, u.own, undefined, err);
+      throw err;
+    }
+  }
+
+  private async claimUnits(req: EncodeRequest, items: Buffer[]): Promise<Unit[]> {
+    const all = { key: '', items: items.map((_, i) => i) };
+    if (!this.cache.enabled) return [all];
+    const info = await this.stages.models();
+    const path = req.modality === 'audio' ? info.audioPath : info.visionPath;
+    return (await this.cache.units(req.modality, items, path)).map((u) => {
+      const hit = this.cache.store.get(u.key);
+      if (hit) return { ...u, hit, entry: hit, tokens: hit.tokens };
+      const { flight, mine } = this.cache.store.claim(u.key);
+      return mine ? { ...u, own: flight } : { ...u, join: flight };
+    });
+  }
+
+  private async encodeClaimed(
+    req: EncodeRequest,
+    state: ReqState,
+    items: Buffer[],
+    units: Unit[],
+    mine: Unit[],
+    deadline: number,
+    reserve: (bytes: number) => void,
+  ): Promise<Encoded> {
+    const mineIdx = mine.flatMap((u) => u.items);
+    const part =
+      mineIdx.length === items.length
+        ? req
+        : { ...req, mm_items: mineIdx.map((i) => req.mm_items[i]!) };
+    const partItems = mineIdx.map((i) => items[i]!);
+    const t = { plan: 0, preWall: 0 };
+    let size: EncodeSize | undefined;
+    if (mineIdx.length > 0) {
+      // Headers first: the caps and the staging reservation come before any decoding.
+      const planStart = this.clock.elapsed();
+      size = await this.stages.plan(part, partItems);
+      t.plan = this.clock.elapsed() - planStart;
+      // Several units are images, one item each; one unit may be a whole video (whose
+      // plan has one entry for all its frames) or every item of an uncached request.
+      let k = 0;
+      for (const u of mine) {
+        u.tokens = mine.length === 1 ? size.tokens : size.itemTokens[k++]!;
+        u.own?.plan(u.tokens); // before any wait of ours: two requests joining each other proceed
+      }
+    }
+    for (const u of units) if (u.join) u.tokens = await joined(u.join.planned);
+    const dim = size?.dim ?? (await this.stages.dimOf(req.modality));
+    const tokens = units.reduce((n, u) => n + u.tokens!, 0);
+    reserve(tokens * dim * this.stages.bytesPerValue);
+    this.checkReleased(state);
+
+    let pre: PreprocessOk | undefined;
+    if (size) {
+      const preStart = this.clock.elapsed();
+      pre = await this.stages.preprocess(part, partItems, size);
+      t.preWall = this.clock.elapsed() - preStart;
+      this.checkReleased(state);
+    }
+    const meta = {
+      embedding_size: tokens * dim * this.stages.bytesPerValue,
+      embedding_len: tokens,
+      embedding_dim: dim,
+    };
+    await this.registry.publish(req.req_id, meta, req.part_idx, this.registry.self);
+
+    let result: ScheduledResult | undefined;
+    if (size && pre) {
+      result = await this.stages.forward(part, pre, size, deadline, () => state.releaseRequested);
+      // Landed before the release check: requests that joined this one get its rows even
+      // when this one was released meanwhile.
+      this.landMine(req, mine, result.output.data, dim, itemGrids(pre));
+      this.checkReleased(state);
+    }
+    for (const u of units) if (u.join) u.entry = await joined(u.join.done);
+
+    const entries = units.map((u) => u.entry!);
+    return {
+      data: entries.length === 1 ? entries[0]!.data : concat(entries.map((e) => e.data)),
+      tokens,
+      dim,
+      grid: entries.flatMap((e) => e.grid),
+      timings: {
+        queue_ms: round(result?.queueMs ?? 0),
+        plan_ms: round(t.plan),
+        preprocess_wait_ms: round(Math.max(0, t.preWall - (pre?.ms ?? 0))),
+        preprocess_ms: round(pre?.ms ?? 0),
+        forward_ms: round(result?.forwardMs ?? 0),
+        batch_size: result?.batchSize ?? 0,
+        ...(this.cache.enabled
+          ? {
+              cache_hits: units.filter((u) => u.hit).length,
+              cache_joins: units.filter((u) => u.join).length,
+            }
+          : {}),
+      },
+    };
+  }
+
+  /** The forward's rows, cut into this call's units (cached, and handed to their joiners). */
+  private landMine(
+    req: EncodeRequest,
+    mine: Unit[],
+    out: Float32Array | Uint16Array,
+    dim: number,
+    grids: number[][],
+  ): void {
+    let row = 0;
+    let item = 0;
+    for (const u of mine) {
+      const rows = u.tokens! * dim;
+      // One unit owns the whole output; several get their own copies, so that a cached
+      // entry never keeps a larger buffer alive than it accounts for.
+      const data = mine.length === 1 ? out : out.slice(row, row + rows);
+      const grid = req.modality === 'image' ? grids.slice(item, item + u.items.length) : grids;
+      u.entry = { key: u.key, data, tokens: u.tokens!, dim, grid, bytes: data.byteLength, hits: 0 };
+      if (u.own) this.cache.store.land(u.key, u.own, u.entry);
+      row += rows;
+      item += u.items.length;
+    }
   }
 
   private errorDeadline(): number {

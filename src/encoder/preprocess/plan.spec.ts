@@ -122,6 +122,7 @@ describe('request caps', () => {
   const plan0: MediaPlan = {
     ok: true,
     tokens: 10,
+    itemTokens: [10],
     decodedPixels: 10,
     sourceFrames: 0,
     keptFrames: 0,

@@ -23,6 +23,8 @@ export interface MediaPlan {
   ok: true;
   /** Exactly the tokens the preprocessing will produce. */
   tokens: number;
+  /** Per item for images and audio clips; one entry for a whole video. */
+  itemTokens: number[];
   /** Source pixels decoded, over every image and kept video frame. */
   decodedPixels: number;
   /** Video: frames in the source, and frames kept after sampling to EPD_MAX_VIDEO_FRAMES. */

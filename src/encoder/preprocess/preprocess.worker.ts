@@ -184,6 +184,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
   const plan = {
     ok: true as const,
     tokens: 0,
+    itemTokens: [] as number[],
     decodedPixels: 0,
     sourceFrames: 0,
     keptFrames: 0,
@@ -198,7 +199,8 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
       } catch (err) {
         throw new StageError('load', i, (err as Error).message);
       }
-      plan.tokens += audioTokens(info.frames, info.sampleRate);
+      plan.itemTokens.push(audioTokens(info.frames, info.sampleRate));
+      plan.tokens += plan.itemTokens[i]!;
       plan.audioSeconds += info.frames / info.sampleRate;
       plan.decodedAudioBytes += info.frames * info.channels * 4;
     }
@@ -206,12 +208,14 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     for (const [i, buf] of task.items.entries()) {
       const d = await probe(buf, i, false);
       const [h, w] = resize(d, task, i);
-      plan.tokens += tokensOf(1, h, w);
+      plan.itemTokens.push(tokensOf(1, h, w));
+      plan.tokens += plan.itemTokens[i]!;
       plan.decodedPixels += d.width * d.height;
     }
   } else {
     const { h, w, frames, total } = await videoFrames(task);
     plan.tokens = tokensOf(frames.length, h, w);
+    plan.itemTokens = [plan.tokens];
     plan.sourceFrames = total;
     plan.keptFrames = frames.length;
     plan.decodedPixels = frames.reduce((n, f) => n + f.pixels, 0);

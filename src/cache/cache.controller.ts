@@ -1,0 +1,25 @@
+import { Controller, Delete, Get, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
+import type { CacheStats } from './embedding-cache';
+import { EncodeCache } from './encode-cache.service';
+
+/** The embedding cache: entries, bytes, hit ratio, the most used keys; and a purge. */
+@ApiTags('admin')
+@ApiBearerAuth()
+@UseGuards(AdminTokenGuard)
+@Controller('admin/cache')
+export class CacheController {
+  constructor(private readonly cache: EncodeCache) {}
+
+  @Get()
+  view(): CacheStats {
+    return this.cache.store.view();
+  }
+
+  /** Drops every entry; staged requests and sends holding the same rows are unaffected. */
+  @Delete()
+  purge(): { purged: number } {
+    return { purged: this.cache.store.purge() };
+  }
+}

@@ -1,0 +1,30 @@
+import { Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import { ParentLink } from '../transport/parent-link';
+import { CacheController } from './cache.controller';
+import { CacheMetrics } from './cache.metrics';
+import { EncodeCache } from './encode-cache.service';
+
+/** A DP worker's cache, for its supervisor's GET / DELETE /admin/cache. */
+@Injectable()
+class CacheReports implements OnModuleInit {
+  constructor(
+    private readonly link: ParentLink,
+    private readonly cache: EncodeCache,
+  ) {}
+
+  onModuleInit(): void {
+    this.link.handle('cache', () => this.cache.store.view());
+    this.link.handle('cache_purge', () => ({ purged: this.cache.store.purge() }));
+  }
+}
+
+/**
+ * The embedding cache keyed by content (EPD_CACHE_MAX_BYTES; off at 0), in the process
+ * that encodes: one process, or each DP worker.
+ */
+@Module({
+  controllers: [CacheController],
+  providers: [EncodeCache, CacheMetrics, CacheReports],
+  exports: [EncodeCache],
+})
+export class CacheModule {}
