@@ -16,7 +16,7 @@ const ROUNDS = QUICK ? 3 : 8;
 const BLOCK = QUICK ? 10 : 20;
 const POOL = 200;
 const HOT = 20;
-const REQUESTS = QUICK ? 400 : 1000;
+const REQUESTS = QUICK ? 250 : 1000;
 const INFLIGHT = 8;
 
 let seq = 0;
