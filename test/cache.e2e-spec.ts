@@ -1,24 +1,13 @@
 import { createHash } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
+import type { CacheStats } from '../src/cache/embedding-cache';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { encodeBody, natsCall, waitFor, type Reply } from './support/calls';
 import { dataUri, image } from './support/media';
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-
-interface CacheView {
-  entries: number;
-  bytes: number;
-  max_bytes: number;
-  hits: number;
-  misses: number;
-  joins: number;
-  evictions: number;
-  in_flight: number;
-  top: { key: string; hits: number }[];
-}
 
 describe('embedding cache keyed by content (e2e, one process)', () => {
   let t: TestApp;
@@ -44,7 +33,7 @@ describe('embedding cache keyed by content (e2e, one process)', () => {
     natsCall(nc, t, 'send', { req_id: reqId, prefill_host: '127.0.0.1', embedding_port: rx.port });
   const forwards = async () =>
     ((await request(t.httpUrl).get('/admin/encoder')).body as { batches: number }).batches;
-  const cache = async () => (await request(t.httpUrl).get('/admin/cache')).body as CacheView;
+  const cache = async () => (await request(t.httpUrl).get('/admin/cache')).body as CacheStats;
   const received = async (reqId: string) => {
     expect((await send(reqId)).err).toBeUndefined();
     return frames.get(reqId)!;

@@ -94,47 +94,74 @@ async function until(cond: () => boolean): Promise<void> {
   if (!cond()) throw new Error('condition never held');
 }
 
-/**
- * EncoderService with fakes for the outside world (media, preprocessing, the model,
- * delivery) and the real registry, request state and scheduler.
- */
-describe('EncoderService', () => {
-  const { registry, config } = makeRegistry();
+const request = (reqId: string) =>
+  parseEncodeRequest({
+    req_id: reqId,
+    modality: 'image',
+    mm_items: ['data:image/png;base64,AAAA'],
+    num_parts: 1,
+    part_idx: 0,
+  });
+const deadline = () => Date.now() + 10_000;
+
+/** The service on the real registry, request state and scheduler, with the given fakes. */
+function wire(
+  env: Record<string, string>,
+  backend: EncoderBackend,
+  preprocessor: Preprocessor,
+  delivery: Partial<DeliveryService>,
+  metricsOf?: (scheduler: EncodeScheduler, states: ReqStateStore) => EncoderMetrics,
+) {
+  const { registry, config } = makeRegistry(env);
   const clock = new Clock();
-  const backend = new GatedBackend();
   const scheduler = new EncodeScheduler(backend, config, clock);
   const states = new ReqStateStore(config, clock);
-  const metrics = new EncoderMetrics(scheduler, states);
-  const afterStage = jest.fn<ReturnType<DeliveryService['afterStage']>, []>(() =>
-    Promise.resolve(undefined),
-  );
+  // One EncoderMetrics per process (prom-client's registry is global): others get a stub.
+  const metrics =
+    metricsOf?.(scheduler, states) ??
+    ({
+      received: () => undefined,
+      request: () => undefined,
+      timings: () => undefined,
+    } as unknown as EncoderMetrics);
   const loader = { load: () => Promise.resolve(Buffer.from('png')) } as unknown as MediaLoader;
-  const preprocessor = {
-    plan: () => Promise.resolve(plan),
-    run: () => Promise.resolve(preprocessed()),
-  } as unknown as Preprocessor;
   const admission = new EncodeAdmission(config, metrics, {
     step: () => undefined,
   } as unknown as ProfilerService);
   const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
+  const cache = new EncodeCache(config);
   const service = new EncoderService(
     clock,
     admission,
     stages,
     states,
     registry,
-    { afterStage, failed: () => Promise.resolve() } as unknown as DeliveryService,
-    new EncodeCache(config),
+    { failed: () => Promise.resolve(), ...delivery } as unknown as DeliveryService,
+    cache,
   );
-  const request = (reqId: string) =>
-    parseEncodeRequest({
-      req_id: reqId,
-      modality: 'image',
-      mm_items: ['data:image/png;base64,AAAA'],
-      num_parts: 1,
-      part_idx: 0,
-    });
-  const deadline = () => Date.now() + 10_000;
+  return { service, registry, states, cache };
+}
+
+/**
+ * EncoderService with fakes for the outside world (media, preprocessing, the model,
+ * delivery) and the real registry, request state and scheduler.
+ */
+describe('EncoderService', () => {
+  const backend = new GatedBackend();
+  const afterStage = jest.fn<ReturnType<DeliveryService['afterStage']>, []>(() =>
+    Promise.resolve(undefined),
+  );
+  const preprocessor = {
+    plan: () => Promise.resolve(plan),
+    run: () => Promise.resolve(preprocessed()),
+  } as unknown as Preprocessor;
+  const { service, registry, states } = wire(
+    {},
+    backend,
+    preprocessor,
+    { afterStage },
+    (sc, st) => new EncoderMetrics(sc, st),
+  );
 
   afterEach(() => afterStage.mockReset().mockResolvedValue(undefined));
 
@@ -198,24 +225,13 @@ describe('EncoderService', () => {
 describe('EncoderService with the embedding cache (single flight in process)', () => {
   const model = join(mkdtempSync(join(tmpdir(), 'epd-cache-')), 'v.onnx');
   writeFileSync(model, 'a model');
-  const { registry, config } = makeRegistry({ EPD_CACHE_MAX_BYTES: String(1 << 20) });
-  const clock = new Clock();
   class ModelBackend extends GatedBackend {
     override info(): Promise<ModelInfo> {
       return super.info().then((i) => ({ ...i, visionPath: model }));
     }
   }
   const backend = new ModelBackend();
-  const scheduler = new EncodeScheduler(backend, config, clock);
-  const states = new ReqStateStore(config, clock);
-  // One EncoderMetrics per process (the registry is global): the first block owns it.
-  const metrics = {
-    received: () => undefined,
-    request: () => undefined,
-    timings: () => undefined,
-  } as unknown as EncoderMetrics;
   let planFails = false;
-  const loader = { load: () => Promise.resolve(Buffer.from('png')) } as unknown as MediaLoader;
   const preprocessor = {
     plan: () =>
       Promise.resolve(
@@ -223,32 +239,12 @@ describe('EncoderService with the embedding cache (single flight in process)', (
       ),
     run: () => Promise.resolve(preprocessed()),
   } as unknown as Preprocessor;
-  const admission = new EncodeAdmission(config, metrics, {
-    step: () => undefined,
-  } as unknown as ProfilerService);
-  const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
-  const cache = new EncodeCache(config);
-  const service = new EncoderService(
-    clock,
-    admission,
-    stages,
-    states,
-    registry,
-    {
-      afterStage: () => Promise.resolve(undefined),
-      failed: () => Promise.resolve(),
-    } as unknown as DeliveryService,
-    cache,
+  const { service, states, cache } = wire(
+    { EPD_CACHE_MAX_BYTES: String(1 << 20) },
+    backend,
+    preprocessor,
+    { afterStage: () => Promise.resolve(undefined) },
   );
-  const request = (reqId: string) =>
-    parseEncodeRequest({
-      req_id: reqId,
-      modality: 'image',
-      mm_items: ['data:image/png;base64,AAAA'],
-      num_parts: 1,
-      part_idx: 0,
-    });
-  const deadline = () => Date.now() + 10_000;
 
   afterEach(() => {
     cache.store.purge();
