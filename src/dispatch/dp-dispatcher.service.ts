@@ -95,8 +95,14 @@ export class DpDispatcher extends LocalRanks {
     if (!owner || isErrorMeta(record.metadata) || owner.instance !== this.config.instance.id) {
       return undefined;
     }
+    return this.liveRank(owner);
+  }
+
+  /** The rank `owner` names, if the very process that recorded it (by pid) still runs. */
+  private liveRank(owner: Owner): Rank | undefined {
     const rank = owner.rank === undefined ? undefined : this.supervisor.ranks[owner.rank];
-    return rank?.alive && rank.pid === owner.pid ? rank : undefined;
+    const same = owner.pid === undefined || rank?.pid === owner.pid;
+    return rank?.alive && same ? rank : undefined;
   }
 
   /** Least pending among the alive ranks under the cap; ties by the global cursor. */
@@ -118,8 +124,8 @@ export class DpDispatcher extends LocalRanks {
     body: object,
     deadline: number,
   ): Promise<T> {
-    const rank = owner.rank === undefined ? undefined : this.supervisor.ranks[owner.rank];
-    if (!rank?.alive || (owner.pid !== undefined && rank.pid !== owner.pid)) {
+    const rank = this.liveRank(owner);
+    if (!rank) {
       const who = `DP worker rank=${owner.rank} (pid ${owner.pid ?? '?'}) is gone`;
       return Promise.reject(Errors.embeddingLost(reqId, who));
     }

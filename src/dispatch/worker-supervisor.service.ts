@@ -312,25 +312,19 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   }
 
   async views(): Promise<WorkerView[]> {
-    return Promise.all(
-      this.ranks.map(async (r) => {
-        const stats = r.alive
-          ? await r.channel
-              ?.request<WorkerStats>('stats', undefined, IPC_TIMEOUT_MS)
-              .catch(() => undefined)
-          : undefined;
-        return {
-          dp_rank: r.rank,
-          pid: r.child ? (r.pid ?? null) : null,
-          alive: r.alive,
-          pending: r.pending,
-          dispatched: r.dispatched,
-          staged_bytes: stats?.staged_bytes ?? null,
-          restarts: r.restarts,
-          last_exit_code: r.lastExitCode,
-        };
-      }),
+    const stats = new Map(
+      (await this.gather<WorkerStats>('stats')).map((a) => [a.rank, a.value] as const),
     );
+    return this.ranks.map((r) => ({
+      dp_rank: r.rank,
+      pid: r.child ? (r.pid ?? null) : null,
+      alive: r.alive,
+      pending: r.pending,
+      dispatched: r.dispatched,
+      staged_bytes: stats.get(r.rank)?.staged_bytes ?? null,
+      restarts: r.restarts,
+      last_exit_code: r.lastExitCode,
+    }));
   }
 
   /** Asks every live worker over IPC; a worker that does not answer in time is left out. */
