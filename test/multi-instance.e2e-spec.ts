@@ -217,8 +217,20 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     }
     cluster('start-node', dir, '1');
     expect((await encodeOn(a, 'after-restart')).status).toBe(200);
-    const meta = await nats('wait_metadata', { req_id: 'after-restart', timeout_ms: 5000 });
-    expect(meta.response).toMatchObject({ embedding_len: 12 });
+    // Through a fresh client, for the reason above: this test's client may have been on the
+    // killed node, and this would be its first request since its own reconnect (CI lost
+    // that reply once, 10 s of silence, while the services answered).
+    const fresh = await connect({ servers: urls });
+    try {
+      const msg = await fresh.request(
+        `${prefix}.v1.wait_metadata`,
+        JSON.stringify({ req_id: 'after-restart', timeout_ms: 5000 }),
+        { timeout: 10_000 },
+      );
+      expect(msg.json<Reply>().response).toMatchObject({ embedding_len: 12 });
+    } finally {
+      await fresh.close();
+    }
     expect(outcomes.filter((o) => o.ok).length).toBeGreaterThan(0);
   }, 120_000);
 
