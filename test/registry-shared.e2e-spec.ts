@@ -275,6 +275,13 @@ describe('crash honesty (e2e, JetStream store, the same EPD_INSTANCE_ID after a 
         type: 'embedding_lost',
         message: 'staged embedding for req_id=staged-then-crash was lost (encoder restarted)',
       });
+      // A receiver that waits for its metadata now is told the same, not handed a size.
+      const w = await post(second.url, '/scheduler_receive_meta_data', {
+        req_id: 'staged-then-crash',
+        timeout_ms: 2000,
+      });
+      expect(w.status).toBe(503);
+      expect(await w.json()).toMatchObject({ type: 'embedding_lost' });
       // A req_id encoded by the new process is its own, as before.
       expect((await post(second.url, '/encode', encodeBody('after-restart', [item]))).status).toBe(
         200,

@@ -1,6 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { map, type Observable } from 'rxjs';
+import { BOOT_ID } from '../common/boot-id';
+import { Errors } from '../common/errors/error-catalogue';
+import { AppConfig, dpRole } from '../config/app-config';
 import { MetaRegistry, type WaitOptions } from './meta-registry.service';
+import type { StoredMeta } from './meta-store';
 import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from './meta.schema';
 
 /**
@@ -9,7 +13,17 @@ import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from
  */
 @Injectable()
 export class MetadataService {
-  constructor(private readonly registry: MetaRegistry) {}
+  /** One process that may outlive records of its own previous process (a shared store). */
+  private readonly checksBoot: boolean;
+  private readonly instance: string;
+
+  constructor(
+    private readonly registry: MetaRegistry,
+    config: AppConfig,
+  ) {
+    this.instance = config.instance.id;
+    this.checksBoot = dpRole(config) === 'single' && config.registry.store === 'jetstream';
+  }
 
   async publish(req: PublishMetadataRequest): Promise<null> {
     await this.registry.publish(req.req_id, req.metadata, req.part_idx);
@@ -23,11 +37,30 @@ export class MetadataService {
     options: WaitOptions,
   ): Observable<WaitMetadataResponse> {
     return this.registry.wait$(reqId, options).pipe(
+      map((record) => {
+        if (this.lostWithPredecessor(record)) throw Errors.embeddingLost(reqId);
+        return record;
+      }),
       map((record) => ({
         ...(record.metadata as EmbeddingMeta),
         req_id: reqId,
         part_idx: partIdx ?? record.partIdx ?? 0,
       })),
+    );
+  }
+
+  /**
+   * Metadata this instance published before it restarted (same EPD_INSTANCE_ID, another
+   * process): the embedding died with that process, so a waiter is told so instead of
+   * being handed a size to allocate for rows nobody can send.
+   */
+  private lostWithPredecessor(record: StoredMeta): boolean {
+    const owner = record.owner;
+    return (
+      this.checksBoot &&
+      owner?.instance === this.instance &&
+      owner.boot !== undefined &&
+      owner.boot !== BOOT_ID
     );
   }
 
