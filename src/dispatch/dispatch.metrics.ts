@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Counter, Gauge } from 'prom-client';
+import { Gauge } from 'prom-client';
 import { OwnedMetrics } from '../metrics/owned-metrics';
 import { WorkerSupervisor } from './worker-supervisor.service';
 
@@ -31,28 +31,19 @@ export class DispatchMetrics extends OwnedMetrics {
         },
       }),
     );
-    const counter = (name: string, help: string, read: (r: (typeof ranks)[number]) => number) => {
-      const last = ranks.map(() => 0);
-      this.own(
-        new Counter({
-          name,
-          help,
-          labelNames: ['dp_rank'],
-          collect() {
-            for (const r of ranks) {
-              const now = read(r);
-              this.inc({ dp_rank: String(r.rank) }, now - last[r.rank]!);
-              last[r.rank] = now;
-            }
-          },
-        }),
-      );
-    };
-    counter(
+    const perRank = (read: (r: (typeof ranks)[number]) => number) => () =>
+      Object.fromEntries(ranks.map((r) => [String(r.rank), read(r)]));
+    this.ownTotals(
       'epd_dp_dispatched_total',
       'Calls the supervisor sent to each DP worker',
-      (r) => r.dispatched,
+      'dp_rank',
+      perRank((r) => r.dispatched),
     );
-    counter('epd_dp_worker_restarts_total', 'DP worker respawns after a death', (r) => r.restarts);
+    this.ownTotals(
+      'epd_dp_worker_restarts_total',
+      'DP worker respawns after a death',
+      'dp_rank',
+      perRank((r) => r.restarts),
+    );
   }
 }
