@@ -117,6 +117,18 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     return { instance, rank, boot: BOOT_ID };
   }
 
+  /**
+   * Whether `owner` is this instance's previous process (same EPD_INSTANCE_ID, another
+   * boot): an embedding it staged died with it.
+   */
+  stagedByEarlierProcess(owner: Owner | undefined): boolean {
+    return (
+      owner?.instance === this.config.instance.id &&
+      owner.boot !== undefined &&
+      owner.boot !== BOOT_ID
+    );
+  }
+
   /** `owner`: set by the encoder that stages the embedding (owner routing). */
   async publish(
     reqId: string,

@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import { map, type Observable } from 'rxjs';
-import { BOOT_ID } from '../common/boot-id';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig, dpRole } from '../config/app-config';
 import { MetaRegistry, type WaitOptions } from './meta-registry.service';
@@ -15,13 +14,11 @@ import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from
 export class MetadataService {
   /** One process that may outlive records of its own previous process (a shared store). */
   private readonly checksBoot: boolean;
-  private readonly instance: string;
 
   constructor(
     private readonly registry: MetaRegistry,
     config: AppConfig,
   ) {
-    this.instance = config.instance.id;
     this.checksBoot = dpRole(config) === 'single' && config.registry.store === 'jetstream';
   }
 
@@ -55,13 +52,7 @@ export class MetadataService {
    * being handed a size to allocate for rows nobody can send.
    */
   private lostWithPredecessor(record: StoredMeta): boolean {
-    const owner = record.owner;
-    return (
-      this.checksBoot &&
-      owner?.instance === this.instance &&
-      owner.boot !== undefined &&
-      owner.boot !== BOOT_ID
-    );
+    return this.checksBoot && this.registry.stagedByEarlierProcess(record.owner);
   }
 
   async has(reqId: string): Promise<{ req_id: string; present: boolean }> {

@@ -1,7 +1,6 @@
 import { Injectable, Logger, Optional } from '@nestjs/common';
 import type { NatsContext } from '@nestjs/microservices';
 import { Clock } from '../common/clock';
-import { BOOT_ID } from '../common/boot-id';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig, dpRole } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
@@ -89,7 +88,7 @@ export class OwnerRouter {
       this.counters.toRank++;
       return this.ranks.call<T>(owner, dp, reqId, body, deadline);
     }
-    if (owner?.boot !== undefined && owner.boot !== BOOT_ID) {
+    if (this.registry.stagedByEarlierProcess(owner)) {
       // Staged by this instance's previous process (same EPD_INSTANCE_ID): gone with it.
       this.counters.ownerGone++;
       throw Errors.embeddingLost(reqId);

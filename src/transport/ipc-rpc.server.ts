@@ -60,25 +60,17 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
     );
     const ctx = new NatsContext([subject, h]);
     return new Promise((resolve, reject) => {
+      // Nest reports the first value, then the stream's end: the first packet answers.
       let answered = false;
       this.handleRequest(
         ctx,
         async () => this.transformToObservable(await handler(c.data, ctx)),
         (packet) => {
           if (answered) return;
-          if (packet.err !== undefined) {
-            answered = true;
-            const e = packet.err as ErrorBody;
-            reject(
-              new MMError(e.message ?? 'failed', e.code ?? 500, e.req_id ?? undefined, e.type),
-            );
-          } else if (!packet.isDisposed || packet.response !== undefined) {
-            answered = true;
-            resolve(packet.response);
-          } else {
-            answered = true;
-            resolve(null);
-          }
+          answered = true;
+          if (packet.err === undefined) return resolve(packet.response ?? null);
+          const e = packet.err as ErrorBody;
+          reject(new MMError(e.message ?? 'failed', e.code ?? 500, e.req_id ?? undefined, e.type));
         },
       );
     });
