@@ -2,7 +2,7 @@ import { Controller, Delete, Get, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import type { CacheStats } from './embedding-cache';
-import { EncodeCache } from './encode-cache.service';
+import { EncodeCache, type ClusterView } from './encode-cache.service';
 
 /** The embedding cache: entries, bytes, hit ratio, the most used keys; and a purge. */
 @ApiTags('admin')
@@ -13,8 +13,8 @@ export class CacheController {
   constructor(private readonly cache: EncodeCache) {}
 
   @Get()
-  view(): CacheStats {
-    return this.cache.store.view();
+  view(): CacheStats & { single_flight: ClusterView } {
+    return { ...this.cache.store.view(), single_flight: this.cache.clusterView() };
   }
 
   /** Drops every entry; staged requests and sends holding the same rows are unaffected. */

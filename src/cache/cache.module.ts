@@ -1,4 +1,5 @@
 import { Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { ParentLink } from '../transport/parent-link';
 import { CacheController } from './cache.controller';
 import { CacheMetrics } from './cache.metrics';
@@ -13,7 +14,10 @@ class CacheReports implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.link.handle('cache', () => this.cache.store.view());
+    this.link.handle('cache', () => ({
+      ...this.cache.store.view(),
+      single_flight: this.cache.clusterView(),
+    }));
     this.link.handle('cache_purge', () => ({ purged: this.cache.store.purge() }));
   }
 }
@@ -23,6 +27,7 @@ class CacheReports implements OnModuleInit {
  * that encodes: one process, or each DP worker.
  */
 @Module({
+  imports: [MetaRegistryModule],
   controllers: [CacheController],
   providers: [EncodeCache, CacheMetrics, CacheReports],
   exports: [EncodeCache],

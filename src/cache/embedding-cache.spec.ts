@@ -37,6 +37,7 @@ describe('EmbeddingCache', () => {
   it('runs one flight per key: the second claim joins, and gets the entry or the error', async () => {
     const cache = new EmbeddingCache(1000);
     const first = cache.claim('k');
+    cache.counted('miss'); // the owner's outcome, once the cluster (if any) was asked
     const second = cache.claim('k');
     expect([first.mine, second.mine]).toEqual([true, false]);
     first.flight.plan(4);
@@ -51,5 +52,28 @@ describe('EmbeddingCache', () => {
     await expect(joiner.flight.done).rejects.toThrow('bad image');
     await expect(joiner.flight.planned).rejects.toThrow('bad image');
     expect(cache.claim('x').mine).toBe(true); // a failure does not stick
+  });
+
+  it('tells who points others at an entry when it leaves: eviction and purge, not a re-put', () => {
+    const dropped: string[] = [];
+    const cache = new EmbeddingCache(200, (key) => dropped.push(key));
+    cache.put(entry('a', 100));
+    cache.put(entry('a', 100));
+    cache.put(entry('b', 100));
+    cache.put(entry('c', 100));
+    expect(dropped).toEqual(['a']);
+    cache.purge();
+    expect(dropped).toEqual(['a', 'b', 'c']);
+  });
+
+  it('peek serves another process without counting a hit; flightOf finds a flight in progress', () => {
+    const cache = new EmbeddingCache(1000);
+    cache.put(entry('a', 100));
+    expect(cache.peek('a')?.key).toBe('a');
+    expect(cache.view().hits).toBe(0);
+    const { flight } = cache.claim('b');
+    expect(cache.flightOf('b')).toBe(flight);
+    expect(cache.land('b', flight, entry('b', 100))).toBe(true);
+    expect(cache.flightOf('b')).toBeUndefined();
   });
 });

@@ -51,6 +51,8 @@ export interface CacheStats {
   hits: number;
   misses: number;
   joins: number;
+  remote_joins: number;
+  takeovers: number;
   evictions: number;
   hit_ratio: number;
   in_flight: number;
@@ -70,9 +72,23 @@ export class EmbeddingCache {
   private readonly entries = new Map<string, CacheEntry>(); // insertion order = recency
   private readonly flights = new Map<string, Flight>();
   private usedBytes = 0;
-  private readonly counters = { hits: 0, misses: 0, joins: 0, evictions: 0 };
+  private readonly counters = {
+    hits: 0,
+    misses: 0,
+    joins: 0,
+    remoteJoins: 0,
+    takeovers: 0,
+    evictions: 0,
+  };
 
-  constructor(readonly maxBytes: number) {}
+  /**
+   * @param onDrop called for each entry that leaves the cache (eviction, purge,
+   *   replacement): whoever points other processes at it stops doing so.
+   */
+  constructor(
+    readonly maxBytes: number,
+    private readonly onDrop: (key: string) => void = () => undefined,
+  ) {}
 
   get enabled(): boolean {
     return this.maxBytes > 0;
@@ -101,29 +117,69 @@ export class EmbeddingCache {
     return entry;
   }
 
-  /** The flight of `key` if one runs (a join), or a new one this caller owns (a miss). */
+  /** The entry of `key` for another process that joined our claim: recent, not counted as a hit. */
+  peek(key: string): CacheEntry | undefined {
+    const entry = this.entries.get(key);
+    if (entry) {
+      this.entries.delete(key);
+      this.entries.set(key, entry);
+    }
+    return entry;
+  }
+
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
+  /** The flight of `key` running in this process, if any. */
+  flightOf(key: string): Flight | undefined {
+    return this.flights.get(key);
+  }
+
+  /**
+   * What became of a claim of ours (counted by the caller, once the cluster was asked):
+   * encoded here (`miss`), another process owned it and we fetch its rows (`remote`), or
+   * we took a dead owner's claim over (`takeover`, also a miss).
+   */
+  counted(outcome: 'miss' | 'remote' | 'takeover'): void {
+    if (outcome === 'remote') this.counters.remoteJoins++;
+    else if (outcome === 'miss') this.counters.misses++;
+    else this.counters.takeovers++;
+  }
+
+  /**
+   * The flight of `key` if one runs (a join, counted), or a new one this caller owns (its
+   * outcome counted by the caller with `counted`).
+   */
   claim(key: string): { flight: Flight; mine: boolean } {
     const running = this.flights.get(key);
     if (running) {
       this.counters.joins++;
       return { flight: running, mine: false };
     }
-    this.counters.misses++;
     const own = flight();
     this.flights.set(key, own);
     return { flight: own, mine: true };
   }
 
-  /** Ends an owned flight: `entry` is cached (if it fits) and handed to its joiners. */
-  land(key: string, own: Flight, entry: CacheEntry | undefined, err?: unknown): void {
+  /**
+   * Ends an owned flight: `entry` is cached (if it fits) and handed to its joiners, or
+   * `err` is. True when the entry is now cached.
+   */
+  land(key: string, own: Flight, entry: CacheEntry | undefined, err?: unknown): boolean {
     if (this.flights.get(key) === own) this.flights.delete(key);
-    if (!entry) return own.fail(err ?? new Error('encode did not finish'));
-    this.put(entry);
+    if (!entry) {
+      own.fail(err ?? new Error('encode did not finish'));
+      return false;
+    }
+    const cached = this.put(entry);
     own.finish(entry);
+    return cached;
   }
 
-  put(entry: CacheEntry): void {
-    if (entry.bytes > this.maxBytes) return;
+  /** Caches `entry` (evicting the least recently used); false when it is larger than the whole budget. */
+  put(entry: CacheEntry): boolean {
+    if (entry.bytes > this.maxBytes) return false;
     const old = this.entries.get(entry.key);
     if (old) {
       this.entries.delete(entry.key);
@@ -134,22 +190,25 @@ export class EmbeddingCache {
       this.entries.delete(key);
       this.usedBytes -= e.bytes;
       this.counters.evictions++;
+      this.onDrop(key);
     }
     this.entries.set(entry.key, entry);
     this.usedBytes += entry.bytes;
+    return true;
   }
 
   /** Drops every entry (not the flights: their owners land them as usual). */
   purge(): number {
-    const n = this.entries.size;
+    const keys = [...this.entries.keys()];
     this.entries.clear();
     this.usedBytes = 0;
-    return n;
+    for (const key of keys) this.onDrop(key);
+    return keys.length;
   }
 
   view(top = 10): CacheStats {
-    const { hits, misses, joins, evictions } = this.counters;
-    const lookups = hits + joins + misses;
+    const { hits, misses, joins, remoteJoins, takeovers, evictions } = this.counters;
+    const lookups = hits + joins + remoteJoins + misses;
     return {
       enabled: this.enabled,
       entries: this.entries.size,
@@ -158,8 +217,11 @@ export class EmbeddingCache {
       hits,
       misses,
       joins,
+      remote_joins: remoteJoins,
+      takeovers,
       evictions,
-      hit_ratio: lookups === 0 ? 0 : Math.round(((hits + joins) / lookups) * 1000) / 1000,
+      hit_ratio:
+        lookups === 0 ? 0 : Math.round(((hits + joins + remoteJoins) / lookups) * 1000) / 1000,
       in_flight: this.flights.size,
       top: [...this.entries.values()]
         .sort((a, b) => b.hits - a.hits)

@@ -1,26 +1,143 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { Injectable } from '@nestjs/common';
-import { AppConfig } from '../config/app-config';
+import {
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { AppConfig, dpRole } from '../config/app-config';
+import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import { NatsConnectionService } from '../transport/nats-connection.service';
+import { ParentLink } from '../transport/parent-link';
+import { cacheFetchSubject } from '../transport/subjects';
 import { cacheUnits, type CacheUnit } from './cache-keys';
-import { EmbeddingCache } from './embedding-cache';
+import { CachePeer, PeerUnusable } from './cache-peer';
+import { CacheClaims, type ClaimRecord } from './claims';
+import { EmbeddingCache, type CacheEntry, type Flight } from './embedding-cache';
+import { KvClaims } from './kv-claims';
+import { ParentClaims } from './parent-claims';
+
+/** What the cache says about one unit of a request. */
+export type Acquired =
+  /** Cached here: the rows are ready. */
+  | { hit: CacheEntry }
+  /** Being produced by another request of this process, or fetched from the owner elsewhere. */
+  | { join: Flight; remote: boolean }
+  /** This request encodes it, for everyone who joins; land it with `land()`. */
+  | { own: Flight };
+
+export interface ClusterView {
+  /** Where claims live: a KV bucket, the DP supervisor, or nowhere (one process: in-process flights only). */
+  claims: 'jetstream' | 'dp_supervisor' | 'in_process';
+  lease_ms: number;
+  /** Our claims while we encode, and our "cached here" pointers. */
+  claims_in_flight: number;
+  claims_cached_here: number;
+  fetch_subject?: string;
+  /** Rows served to joiners elsewhere, fetched from owners elsewhere, owners found unusable. */
+  peer?: { served: number; fetched: number; unusable: number; serving: number };
+}
+
+/** A claim of ours while we encode: its revision, renewals, and claim operations in order. */
+interface Owned {
+  revision: number;
+  renew?: NodeJS.Timeout;
+  /** Every claim operation of this flight, one after another (claims are compare-and-set). */
+  ops: Promise<unknown>;
+}
+
+/** Claims found unusable (owner gone, silent, or without the rows), remembered this many at most. */
+const MAX_UNUSABLE = 10_000;
 
 /**
  * The embedding cache as the encode pipeline uses it: content keys that include the model
  * (a hash of its ONNX file, read once) and the preprocessing settings, over the LRU with
- * its in-process single flight. Off when EPD_CACHE_MAX_BYTES is 0.
+ * its in-process single flight; and, when other processes may encode the same content
+ * (EPD_REGISTRY_STORE=jetstream, or DP workers), single flight across them: a miss claims
+ * its key (CacheClaims) before encoding, renews the claim while it works, and points it
+ * at its cache afterwards; a request elsewhere that finds the claim joins it and fetches
+ * the rows from the owner (CachePeer) instead of encoding them again. Off when
+ * EPD_CACHE_MAX_BYTES is 0.
  */
 @Injectable()
-export class EncodeCache {
+export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('EncodeCache');
   readonly store: EmbeddingCache;
+  readonly claims?: CacheClaims;
+  readonly peer?: CachePeer;
   private readonly modelHashes = new Map<string, Promise<string>>();
+  /** Our claims in flight: the revision, renewed every third of a lease. */
+  private readonly owned = new Map<string, Owned>();
+  /** Our "cached here" claims, released when the entry leaves the cache. */
+  private readonly pointers = new Map<string, number>();
+  private readonly unusable = new Map<string, number>();
+  private readonly at: string;
 
-  constructor(private readonly config: AppConfig) {
-    this.store = new EmbeddingCache(config.cache.maxBytes);
+  constructor(
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+    private readonly registry: MetaRegistry,
+    private readonly nats: NatsConnectionService,
+    link: ParentLink,
+  ) {
+    this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
+    const role = dpRole(config);
+    this.at = cacheFetchSubject(
+      config.nats.subjectPrefix,
+      config.instance.id,
+      role === 'worker' ? config.encoder.dpRank : undefined,
+    );
+    if (!this.store.enabled) return;
+    if (config.registry.store === 'jetstream') {
+      this.claims = new KvClaims(nats, `${config.registry.kvBucket}_claims`, {
+        replicas: config.registry.kvReplicas,
+        maxClaims: config.cache.maxClaims,
+      });
+    } else if (link.channel) {
+      this.claims = new ParentClaims(link.channel);
+    }
+    if (this.claims) this.peer = new CachePeer(this.store, config.cache.leaseMs);
   }
 
   get enabled(): boolean {
     return this.store.enabled;
+  }
+
+  /** Single flight across processes, for GET /admin/cache. */
+  clusterView(): ClusterView {
+    return {
+      claims: this.claims
+        ? this.claims instanceof KvClaims
+          ? 'jetstream'
+          : 'dp_supervisor'
+        : 'in_process',
+      lease_ms: this.config.cache.leaseMs,
+      claims_in_flight: this.owned.size,
+      claims_cached_here: this.pointers.size,
+      fetch_subject: this.peer ? this.at : undefined,
+      ...(this.peer ? { peer: this.peer.stats } : {}),
+    };
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.peer) return;
+    this.peer.serve(await this.nats.connection(), this.at);
+    await this.claims!.prepare();
+    this.logger.log(
+      {
+        subject: this.at,
+        claims: this.claims?.constructor.name,
+        lease_ms: this.config.cache.leaseMs,
+      },
+      'embedding cache single flight across processes',
+    );
+  }
+
+  beforeApplicationShutdown(): void {
+    this.peer?.stop();
+    for (const own of this.owned.values()) clearInterval(own.renew);
   }
 
   /** The request's cache units; `modelPath` is the file that encodes its modality. */
@@ -31,6 +148,123 @@ export class EncodeCache {
       { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype },
       items,
     );
+  }
+
+  /**
+   * A hit, a join, or ours to encode. The in-process part is synchronous (two units of one
+   * request with the same key: the second joins the first); the cluster claim follows.
+   */
+  async acquire(key: string, deadline: number, reqId: string): Promise<Acquired> {
+    const hit = this.store.get(key);
+    if (hit) return { hit };
+    const { flight, mine } = this.store.claim(key);
+    if (!mine) return { join: flight, remote: false };
+    if (!this.claims) {
+      this.store.counted('miss');
+      return { own: flight };
+    }
+    const unusable = this.unusable.get(key);
+    const claimed = await this.claims.claim(key, this.record('encoding'), unusable);
+    this.unusable.delete(key);
+    if (claimed.mine) {
+      this.store.counted('miss');
+      if (unusable !== undefined) {
+        this.store.counted('takeover');
+        this.logger.log({ req_id: reqId, key }, 'took over a cache claim whose owner is gone');
+      }
+      this.own(key, claimed.revision);
+      return { own: flight };
+    }
+    this.store.counted('remote');
+    const { record, revision } = claimed;
+    void this.fetch(key, flight, record, revision, deadline, reqId);
+    return { join: flight, remote: true };
+  }
+
+  /**
+   * Ends a flight this request owns: the entry is cached and handed to its joiners, here
+   * and (through the claim, now pointing at this cache) everywhere; or the failure is, and
+   * the claim is released so that the next request encodes it.
+   */
+  land(key: string, flight: Flight, entry: CacheEntry | undefined, err?: unknown): void {
+    const cached = this.store.land(key, flight, entry, err);
+    const own = this.owned.get(key);
+    if (!own) return;
+    this.owned.delete(key);
+    clearInterval(own.renew);
+    // After any renewal still in flight, so that this acts on the claim's latest revision.
+    own.ops = own.ops.then(async () => {
+      if (!cached) return this.claims!.release(key, own.revision);
+      const revision = await this.claims!.update(key, this.record('cached'), own.revision);
+      // Evicted before the pointer landed: nobody should be sent here for it.
+      if (revision === undefined) return;
+      if (this.store.has(key)) this.pointers.set(key, revision);
+      else await this.claims!.release(key, revision);
+    });
+  }
+
+  private record(state: ClaimRecord['state']): ClaimRecord {
+    return {
+      owner: this.registry.self,
+      at: this.at,
+      state,
+      until: this.clock.now() + this.config.cache.leaseMs,
+    };
+  }
+
+  /** Keeps our claim alive while we encode; one lost renewal (taken over) ends it. */
+  private own(key: string, revision: number): void {
+    const own: Owned = { revision, ops: Promise.resolve() };
+    this.owned.set(key, own);
+    if (revision === 0) return;
+    const renew = async () => {
+      const next = await this.claims!.update(key, this.record('encoding'), own.revision);
+      if (next === undefined) clearInterval(own.renew);
+      else own.revision = next;
+    };
+    own.renew = setInterval(
+      () => {
+        own.ops = own.ops.then(renew);
+      },
+      Math.max(50, Math.floor(this.config.cache.leaseMs / 3)),
+    );
+    own.renew.unref();
+  }
+
+  /** The owner's rows into our flight (and our cache); a dead owner's claim is marked for takeover. */
+  private async fetch(
+    key: string,
+    flight: Flight,
+    record: ClaimRecord,
+    revision: number,
+    deadline: number,
+    reqId: string,
+  ): Promise<void> {
+    try {
+      const nc = await this.nats.connection();
+      const entry = await this.peer!.fetch(nc, record.at, key, deadline, (tokens) =>
+        flight.plan(tokens),
+      );
+      this.store.land(key, flight, entry);
+    } catch (err) {
+      if (err instanceof PeerUnusable) {
+        this.unusable.set(key, revision);
+        if (this.unusable.size > MAX_UNUSABLE)
+          this.unusable.delete(this.unusable.keys().next().value!);
+        this.logger.warn(
+          { req_id: reqId, key, owner: record.owner, reason: err.message },
+          'cache owner unusable; taking its claim over',
+        );
+      }
+      this.store.land(key, flight, undefined, err);
+    }
+  }
+
+  private dropPointer(key: string): void {
+    const revision = this.pointers.get(key);
+    if (revision === undefined) return;
+    this.pointers.delete(key);
+    void this.claims?.release(key, revision);
   }
 
   private modelHash(path: string): Promise<string> {

@@ -105,7 +105,11 @@ export const configSchema = z.object({
       .string()
       .regex(/^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$/, 'must be a dotted Python class path'),
   }),
-  cache: z.object({ maxBytes: z.coerce.number().int().min(0) }),
+  cache: z.object({
+    maxBytes: z.coerce.number().int().min(0),
+    leaseMs: z.coerce.number().int().min(200).max(600_000),
+    maxClaims: positiveInt,
+  }),
   sglang: z.object({ bootstrapUrl: optionalString, advertiseUrl: optionalString }),
   profile: z.object({ root: z.string() }),
   admin: z.object({ token: optionalString }),
@@ -174,6 +178,8 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ZMQ_IDLE_MS: ['transfer', 'zmqIdleMs'],
   EPD_ZMQ_EMBEDDING_CLASS: ['transfer', 'zmqEmbeddingClass'],
   EPD_CACHE_MAX_BYTES: ['cache', 'maxBytes'],
+  EPD_CACHE_LEASE_MS: ['cache', 'leaseMs'],
+  EPD_CACHE_MAX_CLAIMS: ['cache', 'maxClaims'],
   EPD_SGLANG_BOOTSTRAP_URL: ['sglang', 'bootstrapUrl'],
   EPD_SGLANG_ADVERTISE_URL: ['sglang', 'advertiseUrl'],
   EPD_PROFILE_ROOT: ['profile', 'root'],

@@ -39,11 +39,21 @@ export class DispatchAdminController {
     return { ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })) };
   }
 
-  /** Each rank's embedding cache (GET /admin/cache of a single process). */
+  /**
+   * Each rank's embedding cache (GET /admin/cache of a single process), and the claims
+   * this supervisor keeps for its ranks' single flight (memory store; with JetStream the
+   * bucket keeps them).
+   */
   @Get('cache')
-  async cache(): Promise<{ ranks: { dp_rank: number; cache: unknown }[] }> {
+  async cache(): Promise<{
+    claims_held?: number;
+    ranks: { dp_rank: number; cache: unknown }[];
+  }> {
     const answers = await this.supervisor.gather<unknown>('cache');
-    return { ranks: answers.map((a) => ({ dp_rank: a.rank, cache: a.value })) };
+    return {
+      ...(this.supervisor.claims ? { claims_held: this.supervisor.claims.size } : {}),
+      ranks: answers.map((a) => ({ dp_rank: a.rank, cache: a.value })),
+    };
   }
 
   /** Purges every rank's cache. */

@@ -17,6 +17,7 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { isErrorMeta } from '../meta-registry/meta.schema';
 import { MetaStore } from '../meta-registry/meta-store';
 import type { MirrorMessage } from '../meta-registry/parent-mirrored-store';
+import { MemoryClaims, serveClaimCall, type ClaimCall } from '../cache/claims';
 import { HeldIndex } from './held-index';
 import { IpcChannel } from '../transport/ipc-channel';
 
@@ -119,6 +120,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
    * their waiters are told at once.
    */
   private readonly held: HeldIndex;
+  readonly claims?: MemoryClaims;
   private changes?: Subscription;
 
   constructor(
@@ -129,6 +131,10 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   ) {
     this.ranks = Array.from({ length: config.encoder.dpSize }, (_, r) => new Rank(r));
     this.held = new HeldIndex(config.timeouts.sendTimeoutMs);
+    // The workers' cache claims, when no shared bucket holds them: one owner per key across ranks.
+    if (config.cache.maxBytes > 0 && config.registry.store === 'memory') {
+      this.claims = new MemoryClaims(config.cache.maxClaims, () => clock.now());
+    }
     this.plan = threadPlan(config.encoder.dpSize, availableParallelism(), process.env);
   }
 
@@ -194,6 +200,8 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       this.logger.log({ dp_rank: r.rank, pid: child.pid }, `DP worker rank=${r.rank} is ready`);
     });
     channel.handle('meta', (m) => this.mirror(r, child.pid, m as MirrorMessage));
+    const claims = this.claims;
+    if (claims) channel.handle('claims', (c) => serveClaimCall(claims, c as ClaimCall));
     child.once('exit', (code, signal) => this.onExit(r, child, code, signal));
     child.on('error', (err) =>
       this.logger.error({ dp_rank: r.rank, err: err.message }, 'DP worker process error'),
@@ -254,7 +262,11 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     r.failers.clear();
     for (const fail of failers) fail(exitCode);
     if (this.stopping) return;
-    if (child.pid !== undefined) void this.publishLost(r, child.pid, exitCode);
+    if (child.pid !== undefined) {
+      void this.publishLost(r, child.pid, exitCode);
+      // Its encodes in flight are over: the next request for one encodes it, without waiting a lease.
+      this.claims?.dropPid(child.pid);
+    }
     if (exitCode === EX_CONFIG) {
       // The worker refused this configuration (a model that breaks the contract): every
       // respawn would too. Refuse to serve, as one process does; the other workers see the

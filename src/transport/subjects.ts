@@ -47,3 +47,14 @@ export function instanceRankSubjectFor(
 export function isInstanceSubject(subject: string): boolean {
   return subject.includes('.v1.inst.');
 }
+
+/**
+ * `<prefix>.v1.inst.<id>[.rank.<N>].cache_fetch`: where one encoding process (a single
+ * process, or DP worker N) serves the embeddings it caches or is encoding to the
+ * processes that joined its claim (cluster-wide single flight). Not a Nest pattern: the
+ * reply is a stream (size first, then the rows in binary chunks).
+ */
+export function cacheFetchSubject(prefix: string, instanceId: string, rank?: number): string {
+  const inst = `${prefix}.v1.inst.${instanceId}`;
+  return rank === undefined ? `${inst}.cache_fetch` : `${inst}.rank.${rank}.cache_fetch`;
+}

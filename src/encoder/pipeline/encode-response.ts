@@ -17,9 +17,13 @@ export const stageTimingsSchema = z.object({
   total_ms: ms,
   /** Requests in the fused forward; 0 when no forward ran (every unit from the cache). */
   batch_size: z.number().int().nonnegative(),
-  /** With the cache on: units served from it, and units joined from another request's encode. */
+  /**
+   * With the cache on: units served from it; units joined from another request's encode;
+   * of those, units whose encode ran in another process (fetched from its owner).
+   */
   cache_hits: z.number().int().nonnegative().optional(),
   cache_joins: z.number().int().nonnegative().optional(),
+  cache_remote_joins: z.number().int().nonnegative().optional(),
 });
 
 /** The `encode` reply (DESIGN.md §4), documented in /docs from this schema. */

@@ -18,6 +18,8 @@ import { PATCH_DIM } from './model-contract';
 import { EncodeAdmission } from './encode-admission.service';
 import { EncodeStages } from './encode-stages.service';
 import { EncoderMetrics } from './encoder.metrics';
+import { NatsConnectionService } from '../../transport/nats-connection.service';
+import { ParentLink } from '../../transport/parent-link';
 import { EncodeCache } from '../../cache/encode-cache.service';
 import { EncoderService } from './encoder.service';
 
@@ -129,7 +131,14 @@ function wire(
     step: () => undefined,
   } as unknown as ProfilerService);
   const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
-  const cache = new EncodeCache(config);
+  // The memory store, one process: the cache's single flight is in-process (no NATS).
+  const cache = new EncodeCache(
+    config,
+    clock,
+    registry,
+    {} as unknown as NatsConnectionService,
+    new ParentLink(config),
+  );
   const service = new EncoderService(
     clock,
     admission,

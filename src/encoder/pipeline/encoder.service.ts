@@ -38,8 +38,9 @@ interface Unit {
   tokens?: number;
   /** From the cache. */
   hit?: CacheEntry;
-  /** Being encoded by another request of this process. */
+  /** Being encoded by another request of this process, or by another process (`remote`). */
   join?: Flight;
+  remote?: boolean;
   /** Being encoded by this request, for its joiners too. */
   own?: Flight;
   entry?: CacheEntry;
@@ -239,28 +240,43 @@ export class EncoderService {
     deadline: number,
     reserve: (bytes: number) => void,
   ): Promise<Encoded> {
-    const units = await this.claimUnits(req, items);
+    const units = await this.claimUnits(req, items, deadline);
     const mine = units.filter((u) => !u.hit && !u.join);
     try {
       return await this.encodeClaimed(req, state, items, units, mine, deadline, reserve);
     } catch (err) {
-      for (const u of mine)
-        if (u.own && !u.entry) this.cache.store.land(u.key, u.own, undefined, err);
+      for (const u of mine) if (u.own && !u.entry) this.cache.land(u.key, u.own, undefined, err);
       throw err;
     }
   }
 
-  private async claimUnits(req: EncodeRequest, items: Buffer[]): Promise<Unit[]> {
+  private async claimUnits(req: EncodeRequest, items: Buffer[], deadline: number): Promise<Unit[]> {
     const all = { key: '', items: items.map((_, i) => i) };
     if (!this.cache.enabled) return [all];
     const info = await this.stages.models();
     const path = req.modality === 'audio' ? info.audioPath : info.visionPath;
-    return (await this.cache.units(req.modality, items, path)).map((u) => {
-      const hit = this.cache.store.get(u.key);
-      if (hit) return { ...u, hit, entry: hit, tokens: hit.tokens };
-      const { flight, mine } = this.cache.store.claim(u.key);
-      return mine ? { ...u, own: flight } : { ...u, join: flight };
-    });
+    const units = await this.cache.units(req.modality, items, path);
+    // All at once: each acquire takes its in-process claim before its first await.
+    const claimed = await Promise.all(
+      units.map(async (u): Promise<Unit> => {
+        const got = await this.cache.acquire(u.key, deadline, req.req_id);
+        if ('hit' in got) return { ...u, hit: got.hit, entry: got.hit, tokens: got.hit.tokens };
+        if ('join' in got) return { ...u, join: got.join, remote: got.remote };
+        return { ...u, own: got.own };
+      }),
+    );
+    const count = (f: (u: Unit) => unknown) => claimed.filter(f).length;
+    const outcome = {
+      req_id: req.req_id,
+      hits: count((u) => u.hit),
+      joins: count((u) => u.join && !u.remote),
+      remote_joins: count((u) => u.remote),
+      misses: count((u) => u.own),
+    };
+    // Every cache outcome at debug; one that crosses processes at info.
+    if (outcome.remote_joins > 0) this.logger.log(outcome, 'joined an encode of another process');
+    else this.logger.debug(outcome, 'embedding cache');
+    return claimed;
   }
 
   private async encodeClaimed(
@@ -340,6 +356,7 @@ export class EncoderService {
           ? {
               cache_hits: units.filter((u) => u.hit).length,
               cache_joins: units.filter((u) => u.join).length,
+              cache_remote_joins: units.filter((u) => u.remote).length,
             }
           : {}),
       },
@@ -363,7 +380,7 @@ export class EncoderService {
       const data = mine.length === 1 ? out : out.slice(row, row + rows);
       const grid = req.modality === 'image' ? grids.slice(item, item + u.items.length) : grids;
       u.entry = { key: u.key, data, tokens: u.tokens!, dim, grid, bytes: data.byteLength, hits: 0 };
-      if (u.own) this.cache.store.land(u.key, u.own, u.entry);
+      if (u.own) this.cache.land(u.key, u.own, u.entry);
       row += rows;
       item += u.items.length;
     }

@@ -1,0 +1,279 @@
+import { Logger } from '@nestjs/common';
+import {
+  createInbox,
+  headers,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
+import { MMError } from '../common/errors/mm-error';
+import { withTimeout } from '../common/timeout';
+import type { CacheEntry, EmbeddingCache } from './embedding-cache';
+
+/** Fetches a process serves at once; beyond it a fetch is answered 503 and the caller retries. */
+const MAX_SERVING = 4096;
+/** Room left in each chunk for the message's headers and protocol line. */
+const CHUNK_HEADROOM = 4096;
+
+const KIND = 'Epd-Cache';
+const CHUNK = 'Epd-Chunk';
+
+type Kind = 'planned' | 'alive' | 'entry' | 'chunk' | 'error' | 'absent';
+
+interface EntryHeader {
+  tokens: number;
+  dim: number;
+  grid: number[][];
+  bytes: number;
+  dtype: 'f32' | 'u16';
+  chunks: number;
+  chunk_bytes: number;
+}
+
+/**
+ * The owner could not serve the rows: it is gone (no responders), silent for a lease, or
+ * no longer has them. The caller marks the claim unusable and takes it over.
+ */
+export class PeerUnusable extends Error {}
+
+const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+/**
+ * Cluster-wide single flight, the data half: a process that joined another's claim asks
+ * the owner (on the subject in the claim) for the unit's rows. The owner answers from its
+ * cache, or from its encode in flight: the token count as soon as it is planned (so the
+ * joiner publishes metadata early), a heartbeat every third of a lease while it works,
+ * then the rows in binary chunks that fit the server's max_payload, or the encode's
+ * error. Raw NATS, not a Nest pattern: the reply is a stream of binary messages.
+ */
+export class CachePeer {
+  private readonly logger = new Logger('CachePeer');
+  private sub?: Subscription;
+  private serving = 0;
+  private readonly counters = { served: 0, fetched: 0, unusable: 0 };
+
+  constructor(
+    private readonly store: EmbeddingCache,
+    private readonly leaseMs: number,
+  ) {}
+
+  get stats(): { served: number; fetched: number; unusable: number; serving: number } {
+    return { ...this.counters, serving: this.serving };
+  }
+
+  /** Serves this process's cache and flights on `subject`. */
+  serve(nc: NatsConnection, subject: string): void {
+    this.sub = nc.subscribe(subject, {
+      callback: (err, msg) => {
+        if (!err) this.onFetch(nc, msg);
+      },
+    });
+  }
+
+  stop(): void {
+    this.sub?.unsubscribe();
+    this.sub = undefined;
+  }
+
+  private onFetch(nc: NatsConnection, msg: Msg): void {
+    if (!msg.reply) return;
+    const reply = msg.reply;
+    const send = (kind: Kind, data?: Uint8Array, chunk?: number) => {
+      const h = headers();
+      h.set(KIND, kind);
+      if (chunk !== undefined) h.set(CHUNK, String(chunk));
+      nc.publish(reply, data ?? new Uint8Array(0), { headers: h });
+    };
+    let req: { key?: unknown; timeout_ms?: unknown };
+    try {
+      req = msg.json();
+    } catch {
+      return send('error', json({ code: 400, type: 'bad_request', message: 'not JSON' }));
+    }
+    if (typeof req.key !== 'string') {
+      return send('error', json({ code: 400, type: 'bad_request', message: 'missing key' }));
+    }
+    if (this.serving >= MAX_SERVING) {
+      return send(
+        'error',
+        json({
+          code: 503,
+          type: 'cache_peer_busy',
+          message: `${this.serving} cache fetches in progress`,
+        }),
+      );
+    }
+    const timeoutMs = typeof req.timeout_ms === 'number' ? req.timeout_ms : this.leaseMs;
+    this.serving++;
+    void this.answer(req.key, Math.max(1, timeoutMs), send, nc)
+      .catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message }, 'cache fetch failed'),
+      )
+      .finally(() => this.serving--);
+  }
+
+  private async answer(
+    key: string,
+    timeoutMs: number,
+    send: (kind: Kind, data?: Uint8Array, chunk?: number) => void,
+    nc: NatsConnection,
+  ): Promise<void> {
+    const cached = this.store.peek(key);
+    const flight = cached ? undefined : this.store.flightOf(key);
+    if (!cached && !flight) return send('absent');
+    const beat = setInterval(() => send('alive'), Math.max(50, Math.floor(this.leaseMs / 3)));
+    const late = () => new Error(`the encode did not finish within ${timeoutMs} ms`);
+    try {
+      let entry = cached;
+      if (!entry) {
+        const until = Date.now() + timeoutMs;
+        send('planned', json({ tokens: await withTimeout(flight!.planned, timeoutMs, late) }));
+        entry = await withTimeout(flight!.done, until - Date.now(), late);
+      } else {
+        send('planned', json({ tokens: entry.tokens }));
+      }
+      this.sendEntry(entry, send, nc.info?.max_payload ?? 1_048_576);
+      this.counters.served++;
+    } catch (err) {
+      const e =
+        err instanceof MMError
+          ? { code: err.code, type: err.type, message: err.message }
+          : { code: 503, type: 'cache_owner_failed', message: (err as Error).message };
+      send('error', json(e));
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  private sendEntry(
+    entry: CacheEntry,
+    send: (kind: Kind, data?: Uint8Array, chunk?: number) => void,
+    maxPayload: number,
+  ): void {
+    const { data } = entry;
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const chunkBytes = Math.max(1024, maxPayload - CHUNK_HEADROOM);
+    const chunks = Math.ceil(bytes.byteLength / chunkBytes);
+    const header: EntryHeader = {
+      tokens: entry.tokens,
+      dim: entry.dim,
+      grid: entry.grid,
+      bytes: bytes.byteLength,
+      dtype: data.BYTES_PER_ELEMENT === 4 ? 'f32' : 'u16',
+      chunks,
+      chunk_bytes: chunkBytes,
+    };
+    send('entry', json(header));
+    for (let i = 0; i < chunks; i++) {
+      send('chunk', bytes.subarray(i * chunkBytes, (i + 1) * chunkBytes), i);
+    }
+  }
+
+  /**
+   * The rows of `key` from the owner at `subject`: `onPlanned` gets the token count first.
+   * Rejects with PeerUnusable when the owner is gone, silent for a lease, or without the
+   * rows; with the owner's own error (an MMError) when its encode failed.
+   */
+  async fetch(
+    nc: NatsConnection,
+    subject: string,
+    key: string,
+    deadline: number,
+    onPlanned: (tokens: number) => void,
+  ): Promise<CacheEntry> {
+    const inbox = createInbox();
+    return new Promise<CacheEntry>((resolve, reject) => {
+      let header: EntryHeader | undefined;
+      let buffer: Uint8Array | undefined;
+      let received = 0;
+      let silence: NodeJS.Timeout | undefined;
+      const total = setTimeout(
+        () =>
+          finish(
+            new MMError(
+              `cache fetch from ${subject} passed its deadline`,
+              504,
+              undefined,
+              'deadline',
+            ),
+          ),
+        Math.max(1, deadline - Date.now()),
+      );
+      const sub = nc.subscribe(inbox, { callback: (err, msg) => (err ? finish(err) : onMsg(msg)) });
+      const finish = (err?: Error, entry?: CacheEntry) => {
+        clearTimeout(total);
+        clearTimeout(silence);
+        sub.unsubscribe();
+        if (err) {
+          if (err instanceof PeerUnusable) this.counters.unusable++;
+          reject(err);
+        } else {
+          this.counters.fetched++;
+          resolve(entry!);
+        }
+      };
+      const heard = () => {
+        clearTimeout(silence);
+        silence = setTimeout(
+          () =>
+            finish(
+              new PeerUnusable(`the cache owner at ${subject} was silent for ${this.leaseMs} ms`),
+            ),
+          this.leaseMs,
+        );
+      };
+      const onMsg = (msg: Msg) => {
+        heard();
+        const kind = kindOf(msg.headers);
+        if (msg.headers?.code === 503 && !kind) {
+          return finish(new PeerUnusable(`no process answers ${subject}`));
+        }
+        switch (kind) {
+          case 'planned':
+            return onPlanned(msg.json<{ tokens: number }>().tokens);
+          case 'absent':
+            return finish(
+              new PeerUnusable(`the cache owner at ${subject} no longer has the entry`),
+            );
+          case 'error': {
+            const e = msg.json<{ code: number; type?: string; message: string }>();
+            return finish(new MMError(e.message, e.code, undefined, e.type));
+          }
+          case 'entry':
+            header = msg.json<EntryHeader>();
+            buffer = new Uint8Array(header.bytes);
+            if (header.chunks === 0) return finish(undefined, toEntry(key, header, buffer));
+            return;
+          case 'chunk': {
+            if (!header || !buffer)
+              return finish(new PeerUnusable('a chunk came before its entry'));
+            const i = Number(msg.headers?.get(CHUNK));
+            buffer.set(msg.data, i * header.chunk_bytes);
+            if (++received === header.chunks) finish(undefined, toEntry(key, header, buffer));
+            return;
+          }
+          default:
+            return;
+        }
+      };
+      heard();
+      nc.publish(subject, json({ key, timeout_ms: Math.max(1, deadline - Date.now()) }), {
+        reply: inbox,
+      });
+    });
+  }
+}
+
+function kindOf(h: MsgHdrs | undefined): Kind | undefined {
+  const k = h?.get(KIND);
+  return k ? (k as Kind) : undefined;
+}
+
+function toEntry(key: string, h: EntryHeader, bytes: Uint8Array): CacheEntry {
+  const data =
+    h.dtype === 'f32'
+      ? new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4)
+      : new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
+  return { key, data, tokens: h.tokens, dim: h.dim, grid: h.grid, bytes: h.bytes, hits: 0 };
+}
