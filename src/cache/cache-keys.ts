@@ -21,6 +21,8 @@ export interface CacheUnit {
   items: number[];
 }
 
+const prefixOf = (fp: Fingerprint) => JSON.stringify({ v: PREPROCESS_VERSION, ...fp });
+
 const sha256 = (...parts: (string | Uint8Array)[]) => {
   const h = createHash('sha256');
   for (const p of parts) h.update(p);
@@ -33,10 +35,21 @@ const sha256 = (...parts: (string | Uint8Array)[]) => {
  * request's clips (whose windows are not split per clip), as one unit.
  */
 export function cacheUnits(fp: Fingerprint, items: Uint8Array[]): CacheUnit[] {
-  const prefix = JSON.stringify({ v: PREPROCESS_VERSION, ...fp });
+  const prefix = prefixOf(fp);
   if (fp.modality === 'image') {
     return items.map((bytes, i) => ({ key: sha256(prefix, '\n', bytes), items: [i] }));
   }
   const perItem = items.map((bytes) => sha256(bytes));
   return [{ key: sha256(prefix, '\n', perItem.join(',')), items: items.map((_, i) => i) }];
+}
+
+/**
+ * Lookup keys from the caller's own hashes (EPD_CACHE_TRUST_CLIENT_HASH), one per unit as
+ * cacheUnits cuts them, within `namespace`: never equal to a content key, and never shared
+ * between namespaces, models or preprocessing settings.
+ */
+export function hintKeys(fp: Fingerprint, hints: string[], namespace: string): string[] {
+  const prefix = prefixOf(fp);
+  const key = (hint: string) => sha256(prefix, '\nclient-hash\n', namespace, '\n', hint);
+  return fp.modality === 'image' ? hints.map(key) : [key(hints.join(','))];
 }

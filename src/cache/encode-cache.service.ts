@@ -12,7 +12,7 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { ParentLink } from '../transport/parent-link';
 import { cacheFetchSubject } from '../transport/subjects';
-import { cacheUnits, type CacheUnit } from './cache-keys';
+import { cacheUnits, hintKeys, type CacheUnit, type Fingerprint } from './cache-keys';
 import { CachePeer, PeerUnusable } from './cache-peer';
 import { CacheClaims, type ClaimRecord } from './claims';
 import { EmbeddingCache, type CacheEntry, type Flight } from './embedding-cache';
@@ -48,6 +48,9 @@ interface Owned {
   ops: Promise<unknown>;
 }
 
+/** Caller hashes remembered as lookup keys (EPD_CACHE_TRUST_CLIENT_HASH), oldest out first. */
+const MAX_HINTS = 100_000;
+
 /** Claims found unusable (owner gone, silent, or without the rows), remembered this many at most. */
 const MAX_UNUSABLE = 10_000;
 
@@ -73,6 +76,8 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   /** Our "cached here" claims, released when the entry leaves the cache. */
   private readonly pointers = new Map<string, number>();
   private readonly unusable = new Map<string, number>();
+  /** Caller-hash key → content key (EPD_CACHE_TRUST_CLIENT_HASH). */
+  private readonly hints = new Map<string, string>();
   private readonly at: string;
 
   constructor(
@@ -142,12 +147,40 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
 
   /** The request's cache units; `modelPath` is the file that encodes its modality. */
   async units(modality: string, items: Uint8Array[], modelPath: string): Promise<CacheUnit[]> {
+    return cacheUnits(await this.fingerprint(modality, modelPath), items);
+  }
+
+  /**
+   * With EPD_CACHE_TRUST_CLIENT_HASH and a caller's hash for every item: the lookup key of
+   * each unit in `namespace`, and the cached entries when every one of them is a hit (then
+   * nothing needs loading). Undefined when trust is off or an item has no hash.
+   */
+  async hinted(
+    modality: string,
+    hints: (string | undefined)[],
+    namespace: string,
+    modelPath: string,
+  ): Promise<{ keys: string[]; hits?: CacheEntry[] } | undefined> {
+    if (!this.enabled || !this.config.cache.trustClientHash) return undefined;
+    if (hints.some((h) => h === undefined)) return undefined;
+    const fp = await this.fingerprint(modality, modelPath);
+    const keys = hintKeys(fp, hints as string[], namespace);
+    const found = keys.map((k) => this.hints.get(k));
+    if (found.some((k) => k === undefined || !this.store.has(k))) return { keys };
+    return { keys, hits: found.map((k) => this.store.get(k!)!) };
+  }
+
+  /** Remembers that the caller's hash key `hint` names the content key `key`. */
+  alias(hint: string, key: string): void {
+    this.hints.delete(hint);
+    this.hints.set(hint, key);
+    if (this.hints.size > MAX_HINTS) this.hints.delete(this.hints.keys().next().value!);
+  }
+
+  private async fingerprint(modality: string, modelPath: string): Promise<Fingerprint> {
     const { minPixels, maxPixels, maxVideoFrames, stagingDtype } = this.config.encoder;
     const model = await this.modelHash(modelPath);
-    return cacheUnits(
-      { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype },
-      items,
-    );
+    return { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype };
   }
 
   /**

@@ -71,6 +71,11 @@ export const encodeRequestSchema = z
           { error: (iss) => `hashes must be list/scalar, got ${pyType(iss.input)}` },
         )
         .optional(),
+      /** With EPD_CACHE_TRUST_CLIENT_HASH: the scope of the caller's hashes as cache keys. */
+      cache_namespace: z
+        .string()
+        .regex(/^[\w.:-]{1,128}$/, 'cache_namespace must be 1-128 of [A-Za-z0-9_.:-]')
+        .optional(),
       prefill_host: z.string().min(1).nullish(),
       embedding_port: z.union([port, z.array(port).max(MAX_TARGET_PORTS)]).nullish(),
       timeout_ms: z.number().int().positive().optional(),
@@ -101,6 +106,7 @@ export const encodeRequestSchema = z
     num_parts: r.num_parts as number,
     part_idx: r.part_idx as number,
     hashes: r.hashes,
+    cache_namespace: r.cache_namespace,
     prefill_host: r.prefill_host,
     embedding_port: r.embedding_port,
     timeout_ms: r.timeout_ms,

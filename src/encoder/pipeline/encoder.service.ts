@@ -169,8 +169,10 @@ export class EncoderService {
     started: number,
   ): Promise<EncodeResponse> {
     const { req_id: reqId } = req;
+    // Trusting the caller's hashes, every item may be cached already: nothing to load.
+    const hinted = await this.hinted(req);
     const loadStart = this.clock.elapsed();
-    const items = await this.stages.load(req, deadline);
+    const items = hinted?.hits ? [] : await this.stages.load(req, deadline);
     const loadMs = this.clock.elapsed() - loadStart;
     this.checkReleased(state);
 
@@ -184,7 +186,17 @@ export class EncoderService {
     let encoded: Encoded;
     for (let attempt = 1; ; attempt++) {
       try {
-        encoded = await this.encodeUnits(req, state, items, deadline, reserve);
+        encoded = hinted?.hits
+          ? await this.encodeClaimed(
+              req,
+              state,
+              [],
+              this.hitUnits(req, hinted.hits),
+              [],
+              deadline,
+              reserve,
+            )
+          : await this.encodeUnits(req, state, items, deadline, reserve, hinted?.keys);
         break;
       } catch (err) {
         if (!(err instanceof JoinedFailed) || attempt >= 3) throw unwrapJoined(err);
@@ -239,8 +251,9 @@ export class EncoderService {
     items: Buffer[],
     deadline: number,
     reserve: (bytes: number) => void,
+    hintKeys?: string[],
   ): Promise<Encoded> {
-    const units = await this.claimUnits(req, items, deadline);
+    const units = await this.claimUnits(req, items, deadline, hintKeys);
     const mine = units.filter((u) => !u.hit && !u.join);
     try {
       return await this.encodeClaimed(req, state, items, units, mine, deadline, reserve);
@@ -250,12 +263,62 @@ export class EncoderService {
     }
   }
 
-  private async claimUnits(req: EncodeRequest, items: Buffer[], deadline: number): Promise<Unit[]> {
+  /**
+   * With EPD_CACHE_TRUST_CLIENT_HASH: the caller's hash of each item (its `content_hash`,
+   * else SGLang's `hashes`: a list with one per item, or a scalar for a single item) as
+   * lookup keys in its `cache_namespace`.
+   */
+  private async hinted(
+    req: EncodeRequest,
+  ): Promise<{ keys: string[]; hits?: CacheEntry[] } | undefined> {
+    if (!this.cache.enabled) return undefined;
+    const list: unknown[] = Array.isArray(req.hashes)
+      ? req.hashes
+      : req.hashes == null
+        ? []
+        : [req.hashes];
+    const hashes = list.length === req.mm_items.length ? list : [];
+    const hints = req.mm_items.map((item, i) => {
+      if (item.content_hash) return item.content_hash.replace(/^sha256:/i, '').toLowerCase();
+      const h = hashes[i];
+      return typeof h === 'string' || typeof h === 'number' ? String(h) : undefined;
+    });
+    return this.cache.hinted(
+      req.modality,
+      hints,
+      req.cache_namespace ?? '',
+      await this.modelPath(req),
+    );
+  }
+
+  /** Units of a request whose every unit was found by the caller's hashes. */
+  private hitUnits(req: EncodeRequest, hits: CacheEntry[]): Unit[] {
+    const all = req.mm_items.map((_, i) => i);
+    return hits.map((hit, i) => ({
+      key: hit.key,
+      items: req.modality === 'image' ? [i] : all,
+      hit,
+      entry: hit,
+      tokens: hit.tokens,
+    }));
+  }
+
+  private async modelPath(req: EncodeRequest): Promise<string> {
+    const info = await this.stages.models();
+    return req.modality === 'audio' ? info.audioPath : info.visionPath;
+  }
+
+  private async claimUnits(
+    req: EncodeRequest,
+    items: Buffer[],
+    deadline: number,
+    hintKeys?: string[],
+  ): Promise<Unit[]> {
     const all = { key: '', items: items.map((_, i) => i) };
     if (!this.cache.enabled) return [all];
-    const info = await this.stages.models();
-    const path = req.modality === 'audio' ? info.audioPath : info.visionPath;
-    const units = await this.cache.units(req.modality, items, path);
+    const units = await this.cache.units(req.modality, items, await this.modelPath(req));
+    // The caller's hashes now name what their bytes really were (as far as it told the truth).
+    if (hintKeys) units.forEach((u, i) => this.cache.alias(hintKeys[i]!, u.key));
     // All at once: each acquire takes its in-process claim before its first await.
     const claimed = await Promise.all(
       units.map(async (u): Promise<Unit> => {
