@@ -193,7 +193,7 @@ describe('embedding cache: single flight across instances (e2e, jetstream)', () 
     expect((await stats(b)).takeovers).toBe(before.takeovers + 1);
   }, 60_000);
 
-  it('an owner that hangs mid-encode: joiners take over once it is silent for a lease', async () => {
+  it('an owner that hangs mid-encode and is then killed: a request waiting on it takes over after a lease', async () => {
     const d = await start('ccd');
     const img = await png(4, 1344);
     const { seen, stop } = await onClaim(d, () => d.svc.proc.kill('SIGSTOP'));
@@ -202,11 +202,17 @@ describe('embedding cache: single flight across instances (e2e, jetstream)', () 
     stop();
     const before = await stats(b);
     const started = Date.now();
-    const r = await encodeOn(b, id('after-hang'), [img]);
-    const took = Date.now() - started;
+    const waiting = encodeOn(b, id('after-hang'), [img]);
+    // The request is waiting on the owner (no heartbeats come) when the owner dies.
+    await new Promise((r) => setTimeout(r, LEASE_MS / 3));
     d.svc.proc.kill('SIGKILL');
+    const r = await waiting;
+    const took = Date.now() - started;
     expect(r.err).toBeUndefined();
+    expect(r.response?.timings).toMatchObject({ batch_size: 1 });
+    // Silent for a lease, then taken over: not the 30 s of the request's own deadline.
     expect(took).toBeGreaterThanOrEqual(LEASE_MS * 0.9);
+    expect(took).toBeLessThan(LEASE_MS * 4);
     expect((await stats(b)).takeovers).toBe(before.takeovers + 1);
   }, 60_000);
 
@@ -216,6 +222,15 @@ describe('embedding cache: single flight across instances (e2e, jetstream)', () 
     const e = await start('cce', { EPD_MIN_PIXELS: String(56 * 56 * 4) });
     const r = await encodeOn(e, id('px'), [img]);
     expect(r.response?.timings).toMatchObject({ cache_hits: 0, cache_joins: 0, batch_size: 1 });
+  }, 60_000);
+
+  it('another model (EPD_MODEL_PATH) is another key: an instance with it encodes the image itself', async () => {
+    const img = await png(6);
+    expect((await encodeOn(a, id('model'), [img])).err).toBeUndefined();
+    const f = await start('ccf', { EPD_MODEL_PATH: process.env.EPD_TEST_SLOW_MODEL! });
+    const r = await encodeOn(f, id('model'), [img]);
+    expect(r.response?.timings).toMatchObject({ cache_hits: 0, cache_joins: 0, batch_size: 1 });
+    expect(r.response?.embedding_dim).toBe(4096);
   }, 60_000);
 
   it('the claims settle: none left in flight once every encode is done', async () => {

@@ -7,6 +7,7 @@ import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { encodeBody, natsCall, waitFor, type Reply } from './support/calls';
 import { dataUri, image } from './support/media';
 
+const TTL_MS = 8000;
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
 describe('embedding cache keyed by content (e2e, one process)', () => {
@@ -41,7 +42,11 @@ describe('embedding cache keyed by content (e2e, one process)', () => {
 
   beforeAll(async () => {
     // Room for three 448-class images' embeddings (float32): eviction is exercised below.
-    t = await startTestApp({ EPD_CACHE_MAX_BYTES: String(3 * 1024 * 1024) });
+    t = await startTestApp({
+      EPD_CACHE_MAX_BYTES: String(3 * 1024 * 1024),
+      // Short, so that a request nobody releases is seen to drain by its TTL.
+      EPD_SEND_TIMEOUT_MS: String(TTL_MS),
+    });
     nc = await connect({ servers: sharedNatsUrl() });
     rx = await ReferenceReceiver.start({
       onFrame: ({ header, data }) => void frames.set(header.req_id, Buffer.from(data)),
@@ -131,26 +136,36 @@ describe('embedding cache keyed by content (e2e, one process)', () => {
     expect(await forwards()).toBe(before + 2);
   });
 
-  it('evicts within its budget and purges without breaking staged requests or their sends', async () => {
+  it('evicts and purges while sends are in flight: no send fails, and staging drains by release and TTL', async () => {
     const staged = [id('ev'), id('ev'), id('ev'), id('ev')];
     for (const [i, r] of staged.entries()) await encode(r, [img[i]]);
     const view = await cache();
     expect(view.bytes).toBeLessThanOrEqual(view.max_bytes);
     expect(view.evictions).toBeGreaterThan(0);
-    expect((await request(t.httpUrl).delete('/admin/cache')).body).toMatchObject({
-      purged: expect.any(Number),
-    });
+    // Sends of every staged request, while new encodes evict their entries and a purge runs.
+    const sends = staged.map((r) => received(r));
+    const evicting = [encode(id('ev2'), [img[4]]), encode(id('ev2'), [img[5]])];
+    const purged = request(t.httpUrl).delete('/admin/cache');
+    for (const frame of await Promise.all(sends)) expect(frame.length).toBeGreaterThan(0);
+    for (const r of await Promise.all(evicting)) expect(r.err).toBeUndefined();
+    expect((await purged).body).toMatchObject({ purged: expect.any(Number) });
     expect((await cache()).entries).toBe(0);
     // Every staged request still delivers its rows after the purge.
     for (const r of staged) expect((await received(r)).length).toBeGreaterThan(0);
-    for (const r of encoded) await natsCall(nc, t, 'release', { req_id: r });
+    // Released, or (the last one) left to its TTL: staging drains to zero either way.
+    const [ttlOnly] = [...encoded].slice(-1);
+    for (const r of encoded) if (r !== ttlOnly) await natsCall(nc, t, 'release', { req_id: r });
     expect(
-      await waitFor(async () => {
-        const admin = (await request(t.httpUrl).get('/admin/requests')).body as {
-          staging: { usedBytes: number };
-        };
-        return admin.staging.usedBytes === 0;
-      }),
+      await waitFor(
+        async () => {
+          const admin = (await request(t.httpUrl).get('/admin/requests')).body as {
+            staging: { usedBytes: number };
+          };
+          return admin.staging.usedBytes === 0;
+        },
+        TTL_MS + 5000,
+        100,
+      ),
     ).toBe(true);
-  });
+  }, 30_000);
 });
