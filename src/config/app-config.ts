@@ -14,6 +14,7 @@ export abstract class AppConfig implements EpdConfigShape {
   abstract readonly media: EpdConfigShape['media'];
   abstract readonly transfer: EpdConfigShape['transfer'];
   abstract readonly cache: EpdConfigShape['cache'];
+  abstract readonly overload: EpdConfigShape['overload'];
   abstract readonly sglang: EpdConfigShape['sglang'];
   abstract readonly profile: EpdConfigShape['profile'];
   abstract readonly admin: EpdConfigShape['admin'];

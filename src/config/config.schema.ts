@@ -116,6 +116,10 @@ export const configSchema = z.object({
   admin: z.object({ token: optionalString }),
   health: z.object({ natsRttTimeoutMs: positiveInt, maxEventLoopLagMs: positiveInt }),
   shutdown: z.object({ graceMs: positiveInt }),
+  overload: z.object({
+    queueMs: z.coerce.number().int().min(0),
+    maxQueued: positiveInt,
+  }),
   log: z.object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   }),
@@ -179,6 +183,8 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ZMQ_IDLE_MS: ['transfer', 'zmqIdleMs'],
   EPD_ZMQ_EMBEDDING_CLASS: ['transfer', 'zmqEmbeddingClass'],
   EPD_CACHE_MAX_BYTES: ['cache', 'maxBytes'],
+  EPD_OVERLOAD_QUEUE_MS: ['overload', 'queueMs'],
+  EPD_OVERLOAD_MAX_QUEUED: ['overload', 'maxQueued'],
   EPD_CACHE_LEASE_MS: ['cache', 'leaseMs'],
   EPD_CACHE_MAX_CLAIMS: ['cache', 'maxClaims'],
   EPD_CACHE_TRUST_CLIENT_HASH: ['cache', 'trustClientHash'],

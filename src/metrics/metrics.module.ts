@@ -6,6 +6,7 @@ import { RoutingModule } from '../routing/routing.module';
 import { DpMetricsController, WorkerMetricsReporter } from './dp-metrics';
 import { RegistryMetrics } from './registry.metrics';
 import { RoutingMetrics } from './routing.metrics';
+import { TransportMetrics } from './transport.metrics';
 
 /**
  * PrometheusModule.register collects the default metrics into the global registry: once
@@ -35,6 +36,7 @@ export class MetricsModule {
       providers: [
         RegistryMetrics,
         RoutingMetrics,
+        TransportMetrics,
         ...(role === 'worker' ? [WorkerMetricsReporter] : []),
       ],
     };

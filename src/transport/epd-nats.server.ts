@@ -2,6 +2,7 @@ import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
 import { dpRole, type AppConfig } from '../config/app-config';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
+import { OverloadGate } from './overload-gate';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
@@ -23,6 +24,8 @@ type NatsCallback = (err: Error | null, msg: Msg) => void;
 export class EpdNatsServer extends ServerNats {
   private readonly nats: NatsConnectionService;
   private readonly config: AppConfig;
+  /** Sheds calls beyond what this process sustains (EPD_OVERLOAD_QUEUE_MS). */
+  readonly gate: OverloadGate;
 
   constructor(nats: NatsConnectionService, config: AppConfig) {
     super({
@@ -32,6 +35,7 @@ export class EpdNatsServer extends ServerNats {
     });
     this.nats = nats;
     this.config = config;
+    this.gate = new OverloadGate(config.overload.queueMs, config.overload.maxQueued);
   }
 
   override createNatsClient(): Promise<NatsConnection> {
@@ -57,7 +61,10 @@ export class EpdNatsServer extends ServerNats {
     const role = dpRole(this.config);
     for (const dpType of this.messageHandlers.keys()) {
       // Nest types the handler as Function; nats.js calls it as (error, msg).
-      const callback = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
+      const callback = this.gate.wrap(
+        dpType,
+        (this.getMessageHandler(dpType) as NatsCallback).bind(this),
+      );
       if (role === 'worker') {
         client.subscribe(rankSubjectFor(prefix, rank, dpType), { queue, callback });
         client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });

@@ -9,6 +9,8 @@ export const Errors = {
   metadataNotReady: (reqId?: string) =>
     new MMError('encode metadata not ready', 504, reqId, 'metadata_not_ready'),
   publishedError: (text: string, reqId?: string) => new MMError(text, 500, reqId, 'encode_failed'),
+  overloaded: (retryAfterMs: number, reqId?: string) =>
+    new MMError(overloadedMessage(retryAfterMs), 503, reqId, 'overloaded'),
   shuttingDown: (reqId?: string) =>
     new MMError('encoder shutting down', 503, reqId, 'shutting_down'),
   tooManyWaiters: (max: number, reqId?: string) =>
@@ -235,6 +237,14 @@ export const Errors = {
 } as const;
 
 /** Media strings can be 20 MB of base64: keep messages and logs short. */
+/**
+ * The 503 `overloaded` message, also built without an MMError where a call is shed:
+ * constructing an Error (its stack trace) was a quarter of the shedding path's CPU.
+ */
+export function overloadedMessage(retryAfterMs: number): string {
+  return `encoder overloaded; retry after ${retryAfterMs} ms`;
+}
+
 export function truncateForMessage(data: string, max = 100): string {
   return data.length <= max ? data : `${data.slice(0, max)}… (${data.length} chars)`;
 }

@@ -1,0 +1,95 @@
+import type { Msg } from '@nats-io/transport-node';
+import { OverloadGate } from './overload-gate';
+
+/** A received NATS message that records what it was answered. */
+function msg(body: string, reply = '_INBOX.1'): Msg & { answers: string[] } {
+  const answers: string[] = [];
+  return {
+    reply,
+    data: Buffer.from(body),
+    string: () => body,
+    respond: (data: string) => {
+      answers.push(data);
+      return true;
+    },
+    answers,
+  } as unknown as Msg & { answers: string[] };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('OverloadGate', () => {
+  let now = 0;
+  const clock = () => now;
+
+  it('passes every call through in order when nothing waits, and drains to zero', async () => {
+    const gate = new OverloadGate(100, 1000, clock);
+    const seen: string[] = [];
+    const h = gate.wrap('wait_metadata', (_e, m) => seen.push(m.string()));
+    for (let i = 0; i < 5; i++) h(null, msg(`{"req_id":"r${i}"}`));
+    await tick();
+    expect(seen).toEqual([0, 1, 2, 3, 4].map((i) => `{"req_id":"r${i}"}`));
+    expect(gate.stats).toMatchObject({ queued: 0, handled: 5, shed: {} });
+  });
+
+  it('answers 503 overloaded at once when the oldest queued call has waited too long', async () => {
+    const gate = new OverloadGate(100, 1000, clock);
+    const handled: string[] = [];
+    const h = gate.wrap('wait_metadata', (_e, m) => handled.push(m.string()));
+    now = 1000;
+    h(null, msg('{"req_id":"first"}'));
+    now = 1200; // the queued call has waited 200 ms (the drain has not run)
+    const bare = msg('{"req_id":"a \\"quoted\\" id","part_idx":0}');
+    const envelope = msg('{"pattern":"wait_metadata","data":{"req_id":"r2"},"id":"nest-7"}');
+    h(null, bare);
+    h(null, envelope);
+    expect(JSON.parse(bare.answers[0]!)).toEqual({
+      id: 'epd-bare-shed',
+      err: {
+        status: 'error',
+        code: 503,
+        type: 'overloaded',
+        message: 'encoder overloaded; retry after 200 ms',
+        req_id: 'a "quoted" id',
+      },
+    });
+    expect(JSON.parse(envelope.answers[0]!)).toMatchObject({
+      id: 'nest-7',
+      isDisposed: true,
+      err: { code: 503, type: 'overloaded', req_id: 'r2' },
+    });
+    await tick();
+    expect(handled).toEqual(['{"req_id":"first"}']);
+    expect(gate.stats).toMatchObject({ queued: 0, shed: { wait_metadata: 2 } });
+  });
+
+  it('never sheds release, events without a reply subject, or anything when off', async () => {
+    const gate = new OverloadGate(100, 1000, clock);
+    const off = new OverloadGate(0, 1000, clock);
+    let handled = 0;
+    const release = gate.wrap('release', () => handled++);
+    const wait = gate.wrap('wait_metadata', () => handled++);
+    now = 0;
+    wait(null, msg('{}'));
+    now = 500;
+    release(null, msg('{"req_id":"x"}'));
+    wait(null, msg('{}', ''));
+    const plain = () => handled++;
+    expect(off.wrap('wait_metadata', plain)).toBe(plain);
+    await tick();
+    expect(handled).toBe(3);
+    expect(gate.stats.shed).toEqual({});
+  });
+
+  it('bounds the queue by count, whatever the age', async () => {
+    const gate = new OverloadGate(10_000, 3, clock);
+    const h = gate.wrap('send', () => undefined);
+    const msgs = Array.from({ length: 5 }, () => msg('not json'));
+    for (const m of msgs) h(null, m);
+    expect(msgs.filter((m) => m.answers.length === 1)).toHaveLength(2);
+    // Not JSON: shed all the same, with no req_id to echo.
+    expect(JSON.parse(msgs[4]!.answers[0]!)).toMatchObject({ err: { req_id: null } });
+    await tick();
+    expect(gate.stats.queued).toBe(0);
+  });
+});

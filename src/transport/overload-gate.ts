@@ -1,0 +1,170 @@
+import type { Msg } from '@nats-io/transport-node';
+import { overloadedMessage } from '../common/errors/error-catalogue';
+import { BARE_ID_PREFIX } from './json-interop.deserializer';
+
+type Handler = (err: Error | null, msg: Msg) => void;
+
+interface Queued {
+  msg: Msg;
+  at: number;
+  handler: Handler;
+}
+
+/**
+ * How long the drain runs before it yields to I/O: short, so that arrivals are read (and
+ * timed) early. (Longer slices while overloaded were measured: the backlog then grows
+ * unseen in socket buffers, and calls are admitted that are already late.)
+ */
+const SLICE_MS = 2;
+
+/** dp_types never shed: freeing a staged embedding is what relieves a loaded encoder. */
+const NEVER_SHED = new Set(['release']);
+
+export interface GateStats {
+  queued: number;
+  /** How long the oldest queued call has waited, ms. */
+  oldestMs: number;
+  shed: Record<string, number>;
+  handled: number;
+}
+
+/**
+ * Load shedding for the NATS calls of one process. Every call waits in one FIFO queue,
+ * drained in short slices between I/O, so the time a call spends waiting here is known.
+ * When the oldest queued call has waited longer than EPD_OVERLOAD_QUEUE_MS (or the queue
+ * holds EPD_OVERLOAD_MAX_QUEUED), a new call is answered at once with 503 `overloaded`
+ * ("encoder overloaded; retry after {ms} ms") instead of joining a backlog that would
+ * outlive its caller's deadline: callers learn in milliseconds and may go elsewhere, and
+ * the calls admitted are served at the rate the process sustains. A shed answer costs a
+ * JSON parse and a publish, a small part of a handled call. Without it (measured in
+ * bench/results/overload.md), calls at twice the sustainable rate were mostly never
+ * answered: the backlog sat in socket buffers, invisible, until each caller timed out.
+ */
+export class OverloadGate {
+  private readonly queue: (Queued | undefined)[] = [];
+  private head = 0;
+  private draining = false;
+  private handled = 0;
+  private readonly shed = new Map<string, number>();
+
+  constructor(
+    private readonly maxQueueMs: number,
+    private readonly maxQueued: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  get enabled(): boolean {
+    return this.maxQueueMs > 0;
+  }
+
+  get stats(): GateStats {
+    const oldest = this.queue[this.head];
+    return {
+      queued: this.queue.length - this.head,
+      oldestMs: oldest ? Math.round(this.now() - oldest.at) : 0,
+      shed: Object.fromEntries(this.shed),
+      handled: this.handled,
+    };
+  }
+
+  /** `handler` for `dpType`'s subscription, behind the gate (as it is when shedding is off). */
+  wrap(dpType: string, handler: Handler): Handler {
+    if (!this.enabled) return handler;
+    const sheddable = !NEVER_SHED.has(dpType);
+    return (err, msg) => {
+      if (err) return handler(err, msg);
+      const now = this.now();
+      if (sheddable && msg.reply && this.overloaded(now)) return this.reject(dpType, msg, now);
+      this.queue.push({ msg, at: now, handler });
+      if (!this.draining) {
+        this.draining = true;
+        setImmediate(this.drain);
+      }
+    };
+  }
+
+  /**
+   * Whether a call arriving now would wait longer than EPD_OVERLOAD_QUEUE_MS: the oldest
+   * queued call already has, or the queue is deeper than the drain empties in that time
+   * (calls per ms, measured). The second catches a burst before anyone has waited.
+   */
+  private overloaded(now: number): boolean {
+    const depth = this.queue.length - this.head;
+    if (depth === 0) return false;
+    if (depth >= this.maxQueued) return true;
+    if (now - this.queue[this.head]!.at > this.maxQueueMs) return true;
+    return this.perMs > 0 && depth / this.perMs > this.maxQueueMs;
+  }
+
+  /** Calls handled per ms of wall time while the queue was busy, smoothed. */
+  private perMs = 0;
+  private windowStart = 0;
+  private windowHandled = 0;
+
+  private measure(now: number, handled: number): void {
+    if (this.windowStart === 0) this.windowStart = now;
+    this.windowHandled += handled;
+    const elapsed = now - this.windowStart;
+    if (elapsed < 50) return;
+    const rate = this.windowHandled / elapsed;
+    this.perMs = this.perMs === 0 ? rate : 0.7 * this.perMs + 0.3 * rate;
+    this.windowStart = now;
+    this.windowHandled = 0;
+  }
+
+  private readonly drain = (): void => {
+    const until = this.now() + SLICE_MS;
+    let n = 0;
+    while (this.head < this.queue.length) {
+      const item = this.queue[this.head]!;
+      this.queue[this.head++] = undefined;
+      n++;
+      item.handler(null, item.msg);
+      if (this.now() >= until) break;
+    }
+    this.handled += n;
+    if (this.head >= this.queue.length) {
+      this.queue.length = 0;
+      this.head = 0;
+      this.draining = false;
+      // An idle gap is not a slow drain: the next busy period measures afresh.
+      this.windowStart = 0;
+      this.windowHandled = 0;
+      return;
+    }
+    this.measure(this.now(), n);
+    // Compact now and then, so that the array does not grow with every call ever queued.
+    if (this.head > 4096 && this.head * 2 > this.queue.length) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+    setImmediate(this.drain);
+  };
+
+  /**
+   * 503 `overloaded` to the caller now, in the reply shape of a handled call, as cheaply
+   * as that can be done (no MMError, no full parse): this runs for every call shed.
+   */
+  private reject(dpType: string, msg: Msg, now: number): void {
+    this.shed.set(dpType, (this.shed.get(dpType) ?? 0) + 1);
+    const text = msg.string();
+    const envelope = ENVELOPE.test(text);
+    const id = envelope ? (ID.exec(text)?.[1] ?? '') : `${BARE_ID_PREFIX}shed`;
+    const reqId = REQ_ID.exec(text)?.[1];
+    const oldest = this.queue[this.head];
+    const retryAfter = Math.max(this.maxQueueMs, Math.round(oldest ? now - oldest.at : 0));
+    const err = {
+      status: 'error',
+      code: 503,
+      type: 'overloaded',
+      message: overloadedMessage(retryAfter),
+      req_id: reqId === undefined ? null : (JSON.parse(`"${reqId}"`) as string),
+    };
+    msg.respond(JSON.stringify(envelope ? { id, err, isDisposed: true } : { id, err }));
+  }
+}
+
+/** Nest's envelope `{"pattern": …}`, and the two fields a shed answer echoes, read without a parse. */
+const ENVELOPE = /^\s*\{\s*"pattern"\s*:/;
+const ID = /"id"\s*:\s*"((?:[^"\\]|\\.)*)"/;
+const REQ_ID = /"req_id"\s*:\s*"((?:[^"\\]|\\.)*)"/;
