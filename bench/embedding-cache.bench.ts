@@ -14,13 +14,13 @@ import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 import { startService } from './service-process';
 
-const ROUNDS = QUICK ? 3 : 8;
+const ROUNDS = QUICK ? 2 : 8;
 const BLOCK = QUICK ? 10 : 20;
 const POOL = 200;
 const HOT = 20;
-const REQUESTS = QUICK ? 250 : 1000;
+const REQUESTS = QUICK ? 200 : 1000;
 const INFLIGHT = 8;
-const DISTINCT = QUICK ? 40 : 200;
+const DISTINCT = QUICK ? 24 : 200;
 
 let seq = 0;
 const png = (i: number) =>

@@ -18,7 +18,7 @@ import { QUICK, machine, round, runBench, summarize, writeReport } from './commo
 import { startService } from './service-process';
 
 const CONCURRENCY = 8;
-const ROUND_MS = QUICK ? 4000 : 12000;
+const ROUND_MS = QUICK ? 2500 : 12000;
 const ROUNDS = QUICK ? 2 : 3;
 const SIZE = Number(process.env.EPD_BENCH_IMAGE ?? 448);
 const STAGES = [

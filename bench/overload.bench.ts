@@ -17,7 +17,7 @@ import { startService } from './service-process';
 const ENTRIES = 1000;
 const INFLIGHT = 256;
 const DEADLINE_MS = 1000;
-const SECONDS = QUICK ? 5 : 15;
+const SECONDS = QUICK ? 2 : 15;
 const TICK_MS = 5;
 const META = { embedding_size: 4 * 1024 * 1176, embedding_len: 1176, embedding_dim: 1024 };
 const body = (i: number) =>
@@ -140,8 +140,8 @@ async function run(nats: NatsServer, prefix: string, env: Record<string, string>
       );
     }
     const gen = new Generator(nc, subject);
-    await gen.closedLoop(10_000, INFLIGHT); // warm-up
-    const rate = await gen.closedLoop(QUICK ? 30_000 : 60_000, INFLIGHT);
+    await gen.closedLoop(QUICK ? 3_000 : 10_000, INFLIGHT); // warm-up
+    const rate = await gen.closedLoop(QUICK ? 10_000 : 60_000, INFLIGHT);
     const loaded = await gen.openLoop(2 * rate);
     return { sustainable: rate, loaded };
   } finally {
