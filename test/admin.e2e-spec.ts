@@ -13,6 +13,10 @@ describe('admin REST, docs and metrics (e2e)', () => {
     });
     afterAll(() => t.close());
 
+    it('leaves /metrics open unless EPD_METRICS_REQUIRE_TOKEN is set', async () => {
+      expect((await request(t.httpUrl).get('/metrics')).status).toBe(200);
+    });
+
     it('answers 401 without a token, with a wrong token, and with a wrong scheme', async () => {
       for (const headers of [
         {},
@@ -93,6 +97,25 @@ describe('admin REST, docs and metrics (e2e)', () => {
     it('keeps health and docs public', async () => {
       expect((await request(t.httpUrl).get('/health/live')).status).toBe(200);
       expect((await request(t.httpUrl).get('/docs-json')).status).toBe(200);
+    });
+  });
+
+  describe('with EPD_METRICS_REQUIRE_TOKEN=true', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await startTestApp({ EPD_ADMIN_TOKEN: 'scrape-me', EPD_METRICS_REQUIRE_TOKEN: 'true' });
+    });
+    afterAll(() => t.close());
+
+    it('guards /metrics with the admin token', async () => {
+      const denied = await request(t.httpUrl).get('/metrics');
+      expect(denied.status).toBe(401);
+      expect(denied.body).toMatchObject({ code: 401, type: 'unauthorized' });
+      const ok = await request(t.httpUrl)
+        .get('/metrics')
+        .set({ Authorization: 'Bearer scrape-me' });
+      expect(ok.status).toBe(200);
+      expect(ok.text).toMatch(/epd_nats_queue_depth/);
     });
   });
 

@@ -113,7 +113,7 @@ export const configSchema = z.object({
   }),
   sglang: z.object({ bootstrapUrl: optionalString, advertiseUrl: optionalString }),
   profile: z.object({ root: z.string() }),
-  admin: z.object({ token: optionalString }),
+  admin: z.object({ token: optionalString, metricsRequireToken: booleanish }),
   health: z.object({ natsRttTimeoutMs: positiveInt, maxEventLoopLagMs: positiveInt }),
   shutdown: z.object({ graceMs: positiveInt }),
   overload: z.object({
@@ -192,6 +192,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_SGLANG_ADVERTISE_URL: ['sglang', 'advertiseUrl'],
   EPD_PROFILE_ROOT: ['profile', 'root'],
   EPD_ADMIN_TOKEN: ['admin', 'token'],
+  EPD_METRICS_REQUIRE_TOKEN: ['admin', 'metricsRequireToken'],
   EPD_LOG_LEVEL: ['log', 'level'],
 };
 

@@ -1,4 +1,4 @@
-import { Controller, Get, Injectable, Res, type OnModuleInit } from '@nestjs/common';
+import { Controller, Get, Injectable, Res, UseGuards, type OnModuleInit } from '@nestjs/common';
 import { PrometheusController } from '@willsoto/nestjs-prometheus';
 import type { Response } from 'express';
 import {
@@ -10,6 +10,7 @@ import {
 import { AppConfig } from '../config/app-config';
 import { LocalRanks } from '../routing/local-ranks';
 import { ParentLink } from '../transport/parent-link';
+import { MetricsGuard } from './metrics.guard';
 
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
@@ -36,6 +37,7 @@ export class WorkerMetricsReporter implements OnModuleInit {
  * A worker that does not answer within a second is left out of that scrape.
  */
 @Controller()
+@UseGuards(MetricsGuard)
 export class DpMetricsController extends PrometheusController {
   constructor(private readonly ranks: LocalRanks) {
     super();
@@ -50,3 +52,8 @@ export class DpMetricsController extends PrometheusController {
     return merged.metrics();
   }
 }
+
+/** /metrics of one process (a single process, or a DP worker's own HTTP port). */
+@Controller()
+@UseGuards(MetricsGuard)
+export class GuardedMetricsController extends PrometheusController {}

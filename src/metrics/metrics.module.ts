@@ -3,10 +3,11 @@ import { PrometheusModule } from '@willsoto/nestjs-prometheus';
 import type { DpRole } from '../config/app-config';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RoutingModule } from '../routing/routing.module';
-import { DpMetricsController, WorkerMetricsReporter } from './dp-metrics';
+import { DpMetricsController, GuardedMetricsController, WorkerMetricsReporter } from './dp-metrics';
 import { RegistryMetrics } from './registry.metrics';
 import { RoutingMetrics } from './routing.metrics';
 import { TransportMetrics } from './transport.metrics';
+import { MetricsGuard } from './metrics.guard';
 
 /**
  * PrometheusModule.register collects the default metrics into the global registry: once
@@ -19,7 +20,7 @@ function prometheusModule(aggregating: boolean): DynamicModule {
     m = PrometheusModule.register({
       path: '/metrics',
       defaultMetrics: { enabled: true },
-      ...(aggregating ? { controller: DpMetricsController } : {}),
+      controller: aggregating ? DpMetricsController : GuardedMetricsController,
     });
     prometheus.set(aggregating, m);
   }
@@ -34,6 +35,7 @@ export class MetricsModule {
       module: MetricsModule,
       imports: [prometheusModule(role === 'supervisor'), MetaRegistryModule, RoutingModule],
       providers: [
+        MetricsGuard,
         RegistryMetrics,
         RoutingMetrics,
         TransportMetrics,
