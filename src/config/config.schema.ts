@@ -97,6 +97,7 @@ export const configSchema = z.object({
   }),
   transfer: z.object({
     backend: z.enum(['tcp', 'zmq']),
+    allowedDestinations: commaList,
     zmqSendHwm: positiveInt,
     zmqLingerMs: z.coerce.number().int().min(0),
     zmqMaxSockets: positiveInt,
@@ -182,6 +183,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ZMQ_MAX_SOCKETS: ['transfer', 'zmqMaxSockets'],
   EPD_ZMQ_IDLE_MS: ['transfer', 'zmqIdleMs'],
   EPD_ZMQ_EMBEDDING_CLASS: ['transfer', 'zmqEmbeddingClass'],
+  EPD_ALLOWED_DESTINATIONS: ['transfer', 'allowedDestinations'],
   EPD_CACHE_MAX_BYTES: ['cache', 'maxBytes'],
   EPD_OVERLOAD_QUEUE_MS: ['overload', 'queueMs'],
   EPD_OVERLOAD_MAX_QUEUED: ['overload', 'maxQueued'],

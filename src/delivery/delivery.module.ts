@@ -4,12 +4,13 @@ import { RequestsModule } from '../requests/requests.module';
 import { TransferModule } from '../transfer/transfer.module';
 import { DeliveryController } from './delivery.controller';
 import { DeliveryService } from './delivery.service';
+import { DestinationPolicy } from './destination-policy';
 
 /** Getting staged embeddings to receivers: destinations, receive_count, acks. */
 @Module({
   imports: [RequestsModule, TransferModule, RoutingModule],
   controllers: [DeliveryController],
-  providers: [DeliveryService],
-  exports: [DeliveryService],
+  providers: [DeliveryService, DestinationPolicy],
+  exports: [DeliveryService, DestinationPolicy],
 })
 export class DeliveryModule {}

@@ -1,3 +1,4 @@
+import { DestinationPolicy } from './destination-policy';
 import fc from 'fast-check';
 import { Clock } from '../common/clock';
 import { loadConfig } from '../config/config.loader';
@@ -91,7 +92,14 @@ describe('delivery lifecycle property', () => {
         const registry = new MetaRegistry(new MemoryMetaStore(1000), config, clock);
         const lifecycle = new RequestLifecycle(states, registry);
         const transport = new FakeTransport();
-        const delivery = new DeliveryService(config, clock, states, transport, lifecycle);
+        const delivery = new DeliveryService(
+          config,
+          clock,
+          states,
+          transport,
+          lifecycle,
+          new DestinationPolicy(config),
+        );
 
         let generation = 0;
         const gen = new Map<ReqState, number>();

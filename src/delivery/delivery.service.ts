@@ -19,6 +19,7 @@ import {
   type ReqState,
 } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
+import { DestinationPolicy } from './destination-policy';
 
 /**
  * The delivery in flight to one destination, shared by concurrent requests for it, and who
@@ -79,7 +80,16 @@ export class DeliveryService {
     private readonly states: ReqStateStore,
     private readonly transport: EmbeddingTransport,
     private readonly lifecycle: RequestLifecycle,
+    private readonly policy: DestinationPolicy,
   ) {}
+
+  /**
+   * Refuses (403) any endpoint EPD_ALLOWED_DESTINATIONS does not allow: called before an
+   * encode starts for the endpoints it names, so nothing is encoded for a refused push.
+   */
+  async checkTargets(targets: readonly Endpoint[], reqId: string): Promise<void> {
+    for (const t of targets) await this.policy.check(t, reqId);
+  }
 
   /** `signal`: the caller went away (HTTP disconnect); the delivery stops unless others share it. */
   async send(
@@ -95,6 +105,7 @@ export class DeliveryService {
     if (state.releaseRequested) throw Errors.releasedDuringEncode(req.req_id);
     if (req.receive_count !== undefined) state.expectReceivers(req.receive_count);
     const port = Array.isArray(req.embedding_port) ? req.embedding_port[0]! : req.embedding_port;
+    await this.policy.check({ host: req.prefill_host, port }, req.req_id);
     const dest = state.addDestination({ host: req.prefill_host, port }, 'send');
     await this.deliver(state, dest, deadline, req, signal);
     return { req_id: req.req_id, bytes: dest.bytes ?? 0, acked: true };
@@ -103,6 +114,7 @@ export class DeliveryService {
   async register(req: RegisterRequest, deadline: number): Promise<null> {
     const endpoint = parseEndpoint(req.receive_url);
     if (!endpoint) throw Errors.invalidReceiveUrl(req.receive_url, req.req_id);
+    await this.policy.check(endpoint, req.req_id);
     let state = this.states.get(req.req_id);
     if (!state) {
       if (this.states.wasReleased(req.req_id)) throw Errors.notActive(req.req_id);
@@ -139,6 +151,7 @@ export class DeliveryService {
     deadline: number,
   ): Promise<DestinationView[] | undefined> {
     if (targets.length > 0) {
+      await this.checkTargets(targets, state.reqId);
       // zmq_to_tokenizer (one port) or the legacy list of ports: each one is a receiver.
       if (state.receiveCount === undefined) state.expectReceivers(targets.length);
       const dests = targets.map((t) => state.addDestination(t, 'encode'));
@@ -195,16 +208,18 @@ export class DeliveryService {
       error_code: error.code,
     };
     await Promise.all(
-      [...endpoints].map(([key, endpoint]) =>
-        this.transport
+      [...endpoints].map(async ([key, endpoint]) => {
+        // An endpoint the policy refuses hears nothing, not even that the encode failed.
+        if (!(await this.policy.allows(endpoint))) return;
+        await this.transport
           .send(endpoint, header, new Uint8Array(0), deadline)
           .catch((err: unknown) =>
             this.logger.warn(
               { req_id: state.reqId, endpoint: key, err: (err as Error).message },
               'could not deliver the error frame',
             ),
-          ),
-      ),
+          );
+      }),
     );
   }
 

@@ -9,6 +9,13 @@ export const Errors = {
   metadataNotReady: (reqId?: string) =>
     new MMError('encode metadata not ready', 504, reqId, 'metadata_not_ready'),
   publishedError: (text: string, reqId?: string) => new MMError(text, 500, reqId, 'encode_failed'),
+  destinationNotAllowed: (destination: string, why: string, reqId?: string) =>
+    new MMError(
+      `destination ${destination} is not allowed by EPD_ALLOWED_DESTINATIONS (${why})`,
+      403,
+      reqId,
+      'destination_not_allowed',
+    ),
   overloaded: (retryAfterMs: number, reqId?: string) =>
     new MMError(overloadedMessage(retryAfterMs), 503, reqId, 'overloaded'),
   shuttingDown: (reqId?: string) =>

@@ -145,7 +145,11 @@ function wire(
     stages,
     states,
     registry,
-    { failed: () => Promise.resolve(), ...delivery } as unknown as DeliveryService,
+    {
+      failed: () => Promise.resolve(),
+      checkTargets: () => Promise.resolve(),
+      ...delivery,
+    } as unknown as DeliveryService,
     cache,
   );
   return { service, registry, states, cache };

@@ -125,6 +125,8 @@ export class EncoderService {
 
   async encode(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
     const started = this.clock.elapsed();
+    // A push this encoder may not make (EPD_ALLOWED_DESTINATIONS) is refused before any work.
+    await this.delivery.checkTargets(targetsOf(req), req.req_id);
     this.admission.admit(req.modality, req.req_id);
     // Released before it began: waiters learn it at once instead of at their deadline.
     const tombstoned = this.states.isTombstoned(req.req_id);
