@@ -1,3 +1,4 @@
+import { redactUrls } from './common/redact';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
@@ -77,11 +78,11 @@ async function main(): Promise<void> {
       docs: `${base}/docs`,
       health: `${base}/health`,
       metrics: `${base}/metrics`,
-      nats: config.nats.url.join(','),
+      nats: redactUrls(config.nats.url.join(',')),
       subjects: `${config.nats.subjectPrefix}.v1.<dp_type>`,
       configFiles: loaded.files,
     },
-    `epd-encoder listening on ${base}; waiting for NATS at ${config.nats.url.join(',')}`,
+    `epd-encoder listening on ${base}; waiting for NATS at ${redactUrls(config.nats.url.join(','))}`,
     'Main',
   );
   await natsReady;

@@ -61,3 +61,35 @@ describe('log context (e2e, built service process)', () => {
     expect(line.match(/"req_id"/g)).toHaveLength(1);
   });
 });
+
+/** Secrets never appear in logs or answers (found by the outside review's checklist). */
+describe('secrets stay out of logs and answers (e2e)', () => {
+  it('redacts NATS credentials in the URL, and never prints EPD_NATS_PASS or the admin token', async () => {
+    const { freePort } = await import('./support/nats-server');
+    const closed = await freePort(); // nobody listens: the service logs its retries
+    const svc = await startServiceProcess(
+      {
+        EPD_NATS_URL: `nats://encoder:url-s3cret@127.0.0.1:${closed}`,
+        EPD_NATS_PASS: 'env-s3cret',
+        EPD_ADMIN_TOKEN: 'admin-s3cret',
+        EPD_LOG_LEVEL: 'info',
+      },
+      '/health',
+    );
+    try {
+      expect(await waitFor(() => /NATS not reachable/.test(svc.output()), 10_000, 50)).toBe(true);
+      const ready = await (await fetch(`${svc.url}/health/ready`)).text();
+      const unauthorized = await (
+        await fetch(`${svc.url}/admin/registry`, {
+          headers: { Authorization: 'Bearer admin-s3cret-wrong' },
+        })
+      ).text();
+      for (const text of [svc.output(), ready, unauthorized]) {
+        expect(text).not.toMatch(/s3cret/);
+      }
+      expect(svc.output()).toContain('nats://***@127.0.0.1');
+    } finally {
+      await svc.stop();
+    }
+  }, 30_000);
+});

@@ -31,7 +31,18 @@ function requestReqId(req: IncomingMessage): string | undefined {
             return reqId ? { req_id: reqId } : {};
           },
           autoLogging: { ignore: (req) => req.url?.startsWith('/health') ?? false },
-          redact: ['req.headers.authorization'],
+          // Secrets never reach a log line, whichever object carries them.
+          redact: {
+            paths: [
+              'req.headers.authorization',
+              'req.headers.cookie',
+              '*.pass',
+              '*.password',
+              '*.token',
+              '*.creds',
+            ],
+            censor: '***',
+          },
         },
       }),
     }),

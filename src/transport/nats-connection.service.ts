@@ -1,3 +1,4 @@
+import { redactUrls } from '../common/redact';
 import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { BehaviorSubject, firstValueFrom, filter, type Observable } from 'rxjs';
@@ -63,7 +64,7 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
   }
 
   private async connectLoop(): Promise<void> {
-    const servers = this.config.nats.url.join(',');
+    const servers = redactUrls(this.config.nats.url.join(','));
     while (!this.stopped) {
       try {
         const nc = await connect(
@@ -81,7 +82,7 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
         return;
       } catch (err) {
         const delay = this.backoffMs();
-        this.lastError = (err as Error).message;
+        this.lastError = redactUrls((err as Error).message);
         this.logger.warn(
           { servers, err: this.lastError, retryInMs: delay },
           `NATS not reachable at ${servers}: ${this.lastError}; retrying`,
@@ -105,7 +106,7 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
           this.state$.next('connected');
           break;
         case 'error':
-          this.lastError = String(s.error);
+          this.lastError = redactUrls(String(s.error));
           this.logger.error({ err: String(s.error) }, 'NATS error');
           break;
         case 'slowConsumer':
