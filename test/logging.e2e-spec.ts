@@ -1,6 +1,7 @@
 import { connect } from '@nats-io/transport-node';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { waitFor } from './support/calls';
+import { freePort } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
 /** The log lines an operator greps by req_id: NATS lines carry the dp_type, none repeats req_id. */
@@ -65,7 +66,6 @@ describe('log context (e2e, built service process)', () => {
 /** Secrets never appear in logs or answers (found by the outside review's checklist). */
 describe('secrets stay out of logs and answers (e2e)', () => {
   it('redacts NATS credentials in the URL, and never prints EPD_NATS_PASS or the admin token', async () => {
-    const { freePort } = await import('./support/nats-server');
     const closed = await freePort(); // nobody listens: the service logs its retries
     const svc = await startServiceProcess(
       {
