@@ -19,6 +19,14 @@ ensure_nats_server() {
   command -v nats-server >/dev/null || { log "nats-server did not install"; return 1; }
 }
 
+# openssl, for the test that makes a CA and a server certificate for NATS over TLS.
+ensure_openssl() {
+  if command -v openssl >/dev/null 2>&1; then return 0; fi
+  log "installing openssl (Debian package)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq openssl >/dev/null
+}
+
 # Debian's python3, for tests that check us against independent implementations: numpy
 # (.npy files, bfloat16), Pillow (the Qwen2-VL reference processor) and pyzmq (the
 # SGLang-wire interop receiver). Found with `command -p` (the python3 first on PATH may be

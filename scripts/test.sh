@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 ensure_nats_server
 ensure_python_packages
+ensure_openssl
 ensure_node_modules
 ensure_build
 npm run --silent check

@@ -30,6 +30,10 @@ export interface NatsServerOptions {
   port?: number;
   /** Raises max_payload (and max_pending with it, as the server requires). */
   maxPayload?: number;
+  /** More server configuration (TLS, authorization), as nats-server.conf text. */
+  config?: string;
+  /** Environment of the server process (for `$VAR` in the configuration). */
+  env?: Record<string, string>;
 }
 
 /**
@@ -62,14 +66,22 @@ export class NatsServer {
 
   private async launch(): Promise<void> {
     const args = ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', join(this.dir, 'js')];
+    let conf = '';
     if (this.options.maxPayload) {
-      const conf = join(this.dir, 'nats.conf');
       const pending = Math.max(64 * 1024 * 1024, this.options.maxPayload * 4);
-      writeFileSync(conf, `max_payload: ${this.options.maxPayload}\nmax_pending: ${pending}\n`);
-      args.push('-c', conf);
+      conf += `max_payload: ${this.options.maxPayload}\nmax_pending: ${pending}\n`;
+    }
+    if (this.options.config) conf += `${this.options.config}\n`;
+    if (conf) {
+      const file = join(this.dir, 'nats.conf');
+      writeFileSync(file, conf);
+      args.push('-c', file);
     }
     this.stderr = '';
-    const proc = spawn('nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn('nats-server', args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, ...this.options.env },
+    });
     proc.stderr?.on('data', (b: Buffer) => {
       this.stderr = (this.stderr + b.toString()).slice(-4000);
     });
