@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The reliability suite at full size: 10,000 fuzz inputs, a 20,000-encode / 100,000-wait
+# soak, and every fault-injection suite; writes docs/reliability.md. Under 10 minutes here.
+# usage: npm run test:reliability
+source "$(dirname "$0")/lib.sh"
+
+ensure_nats_server
+ensure_python_packages
+ensure_openssl
+ensure_node_modules
+ensure_build
+npx --no-install tsc -p tsconfig.bench.json
+
+out="$(mktemp -d)"
+status=0
+EPD_FUZZ_RUNS="${EPD_FUZZ_RUNS:-10000}" \
+EPD_SOAK_ENCODES="${EPD_SOAK_ENCODES:-20000}" \
+EPD_SOAK_WAITS="${EPD_SOAK_WAITS:-100000}" \
+EPD_RELIABILITY_OUT="$out" \
+  npx --no-install jest --selectProjects e2e --runInBand --json --outputFile="$out/jest.json" \
+    --testPathPatterns 'test/(fuzz|soak|overload|hardening-media|hardening-memory|hardening-inputs|shutdown|worker-shutdown|registry-jetstream|registry-shared|multi-instance|dp-workers|cache-cluster|delivery|nats-auth|destinations)\.e2e-spec\.ts' \
+  || status=$?
+node dist-bench/scripts/reliability-report.js "$out" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+rm -rf "$out"
+exit "$status"

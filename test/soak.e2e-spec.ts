@@ -1,0 +1,130 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { sharedNatsUrl, uniquePrefix } from './support/app';
+import { encodeBody, waitFor } from './support/calls';
+import { dataUri, image } from './support/media';
+import { startServiceProcess, type ServiceProcess } from './support/service-process';
+
+/**
+ * Soak: EPD_SOAK_ENCODES encodes (each sent to a receiver-less release) and EPD_SOAK_WAITS
+ * metadata waits against the built service, 16 in flight. Every count must be back at
+ * zero after the TTL (asserted); heap and RSS against the warmed baseline are reported
+ * (`npm run test:reliability` runs 20,000 and 100,000; CI a few hundred).
+ */
+const ENCODES = Number(process.env.EPD_SOAK_ENCODES ?? 300);
+const WAITS = Number(process.env.EPD_SOAK_WAITS ?? 3000);
+const OUT = process.env.EPD_RELIABILITY_OUT;
+const TTL_MS = 3000;
+const INFLIGHT = 16;
+
+describe(`soak: ${ENCODES} encodes and ${WAITS} waits (e2e, built service)`, () => {
+  const prefix = uniquePrefix();
+  let svc: ServiceProcess;
+  let nc: NatsConnection;
+  let png: string;
+
+  beforeAll(async () => {
+    svc = await startServiceProcess({
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_SUBJECT_PREFIX: prefix,
+      EPD_SEND_TIMEOUT_MS: String(TTL_MS),
+    });
+    nc = await connect({ servers: sharedNatsUrl() });
+    png = dataUri(await image(64, 64, 'png'), 'image/png');
+  }, 60_000);
+
+  afterAll(async () => {
+    await nc.close();
+    await svc.stop();
+  });
+
+  const call = async (dp: string, data: object) =>
+    (await nc.request(`${prefix}.v1.${dp}`, JSON.stringify(data), { timeout: 30_000 })).json<{
+      err?: { message: string };
+    }>();
+  const heapUsed = async () => {
+    const text = await (await fetch(`${svc.url}/metrics`)).text();
+    return Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1]);
+  };
+  /** `n` calls of `one`, INFLIGHT at a time; the errors. */
+  const run = async (n: number, one: (i: number) => Promise<{ err?: { message: string } }>) => {
+    let next = 0;
+    const errors: string[] = [];
+    const worker = async () => {
+      while (next < n) {
+        const r = await one(next++);
+        if (r.err) errors.push(r.err.message);
+      }
+    };
+    await Promise.all(Array.from({ length: INFLIGHT }, worker));
+    return errors;
+  };
+  const encodeAndRelease = (tag: string) => async (i: number) => {
+    const r = await call('encode', encodeBody(`${tag}-${i}`, [png]));
+    await call('release', { req_id: `${tag}-${i}` });
+    return r;
+  };
+  const waitOne = (tag: string) => async (i: number) => {
+    const reqId = `${tag}-${i % 500}`;
+    if (i < 500) {
+      await call('publish_metadata', {
+        req_id: reqId,
+        metadata: { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 },
+      });
+    }
+    return call('wait_metadata', { req_id: reqId, timeout_ms: 5000 });
+  };
+
+  it('returns every count to zero after the TTL, and reports heap and RSS against the warmed baseline', async () => {
+    // Warm-up: a tenth of the work, then the baseline.
+    expect(await run(Math.ceil(ENCODES / 10), encodeAndRelease('warm'))).toEqual([]);
+    expect(await run(Math.ceil(WAITS / 10), waitOne('warmw'))).toEqual([]);
+    await new Promise((r) => setTimeout(r, TTL_MS * 2));
+    const base = { heap: await heapUsed(), rss: svc.rss() };
+
+    const started = Date.now();
+    const encodeErrors = await run(ENCODES, encodeAndRelease('soak'));
+    const waitErrors = await run(WAITS, waitOne('soakw'));
+    const seconds = (Date.now() - started) / 1000;
+    expect(encodeErrors).toEqual([]);
+    expect(waitErrors).toEqual([]);
+
+    const drained = async () => {
+      const registry = (await (await fetch(`${svc.url}/admin/registry`)).json()) as {
+        entries: number;
+        waiters: number;
+      };
+      const requests = (await (await fetch(`${svc.url}/admin/requests`)).json()) as {
+        staging: { usedBytes: number };
+        requests: unknown[];
+        pending: number;
+      };
+      return (
+        registry.entries === 0 &&
+        registry.waiters === 0 &&
+        requests.staging.usedBytes === 0 &&
+        requests.requests.length === 0 &&
+        requests.pending === 0
+      );
+    };
+    expect(await waitFor(drained, TTL_MS * 4, 200)).toBe(true);
+    await new Promise((r) => setTimeout(r, TTL_MS));
+    const after = { heap: await heapUsed(), rss: svc.rss() };
+    const report = {
+      encodes: ENCODES,
+      waits: WAITS,
+      seconds: Math.round(seconds * 10) / 10,
+      counts_zero_after_ttl: true,
+      heap_mb: { baseline: base.heap / 2 ** 20, after: after.heap / 2 ** 20 },
+      rss_mb: { baseline: base.rss / 2 ** 20, after: after.rss / 2 ** 20 },
+      heap_ratio: after.heap / base.heap,
+      rss_ratio: after.rss / base.rss,
+    };
+    process.stdout.write(`soak report: ${JSON.stringify(report)}\n`);
+    if (OUT) {
+      mkdirSync(OUT, { recursive: true });
+      writeFileSync(join(OUT, 'soak.json'), JSON.stringify(report, null, 2));
+    }
+  }, 900_000);
+});
