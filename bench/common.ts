@@ -1,3 +1,4 @@
+import type { NatsConnection } from '@nats-io/transport-node';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -76,4 +77,20 @@ export function runBench(main: () => Promise<void>): void {
     console.error(err);
     process.exit(1);
   });
+}
+
+/** Publishes `bench-0` … `bench-{n-1}` with `metadata` through the service's NATS API. */
+export async function publishBenchEntries(
+  nc: NatsConnection,
+  prefix: string,
+  n: number,
+  metadata: object,
+): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    await nc.request(
+      `${prefix}.v1.publish_metadata`,
+      JSON.stringify({ req_id: `bench-${i}`, part_idx: 0, metadata }),
+      { timeout: 5000 },
+    );
+  }
 }

@@ -11,7 +11,15 @@
 import { setPriority } from 'node:os';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import {
+  QUICK,
+  machine,
+  publishBenchEntries,
+  round,
+  runBench,
+  summarize,
+  writeReport,
+} from './common';
 import { startService } from './service-process';
 
 const ENTRIES = 1000;
@@ -132,13 +140,7 @@ async function run(nats: NatsServer, prefix: string, env: Record<string, string>
   const nc = await connect({ servers: nats.url });
   const subject = `${prefix}.v1.wait_metadata`;
   try {
-    for (let i = 0; i < ENTRIES; i++) {
-      await nc.request(
-        `${prefix}.v1.publish_metadata`,
-        JSON.stringify({ req_id: `bench-${i}`, part_idx: 0, metadata: META }),
-        { timeout: 5000 },
-      );
-    }
+    await publishBenchEntries(nc, prefix, ENTRIES, META);
     const gen = new Generator(nc, subject);
     await gen.closedLoop(QUICK ? 3_000 : 10_000, INFLIGHT); // warm-up
     const rate = await gen.closedLoop(QUICK ? 10_000 : 60_000, INFLIGHT);

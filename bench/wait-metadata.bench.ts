@@ -9,7 +9,15 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import {
+  QUICK,
+  machine,
+  publishBenchEntries,
+  round,
+  runBench,
+  summarize,
+  writeReport,
+} from './common';
 import { ROOT, startService, stopProcess } from './service-process';
 
 const ENTRIES = 1000;
@@ -60,13 +68,7 @@ async function main() {
   const nc = await connect({ servers: nats.url });
   const waitSubject = `${prefix}.v1.wait_metadata`;
   try {
-    for (let i = 0; i < ENTRIES; i++) {
-      await nc.request(
-        `${prefix}.v1.publish_metadata`,
-        JSON.stringify({ req_id: `bench-${i}`, part_idx: 0, metadata: META }),
-        { timeout: 5000 },
-      );
-    }
+    await publishBenchEntries(nc, prefix, ENTRIES, META);
     // The baseline replies with exactly the bytes the service sends.
     const sample = await nc.request(waitSubject, request(0), { timeout: 5000 });
     const replyJson = sample.string();

@@ -40,6 +40,16 @@ ensure_python_packages() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy python3-zmq python3-pil >/dev/null
 }
 
+# Everything the tests need: nats-server, the Python reference packages, openssl, node
+# modules, the build and the reference models.
+ensure_test_dependencies() {
+  ensure_nats_server
+  ensure_python_packages
+  ensure_openssl
+  ensure_node_modules
+  ensure_build
+}
+
 # npm ci when node_modules is missing or older than the lockfile. onnxruntime-node's
 # postinstall would try to download CUDA binaries on linux/x64 (and fail offline); its CPU
 # binaries ship in the package. Its documented switch, set here rather than in .npmrc,

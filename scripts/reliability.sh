@@ -4,11 +4,7 @@
 # usage: npm run test:reliability
 source "$(dirname "$0")/lib.sh"
 
-ensure_nats_server
-ensure_python_packages
-ensure_openssl
-ensure_node_modules
-ensure_build
+ensure_test_dependencies
 npx --no-install tsc -p tsconfig.bench.json
 
 out="$(mktemp -d)"

@@ -4,9 +4,5 @@
 # free loopback ports and stops by PID.
 source "$(dirname "$0")/lib.sh"
 
-ensure_nats_server
-ensure_python_packages
-ensure_openssl
-ensure_node_modules
-ensure_build
+ensure_test_dependencies
 npm run --silent check

@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { encodeBody, natsCall, waitFor } from './support/calls';
 import { dataUri, image } from './support/media';
+import { drained } from './support/drained';
 
 /**
  * Fuzzing every NATS subject and the HTTP routes with random and mutated-valid bodies
@@ -298,23 +299,7 @@ describe(`fuzzing NATS subjects and HTTP routes (e2e, ${RUNS} inputs, seed ${SEE
   it('keeps serving valid traffic in between, and drains the registry and request state to zero', async () => {
     await validTraffic(0);
     expect(valid.failed).toBe(0);
-    const empty = async () => {
-      const registry = (await (await fetch(`${t.httpUrl}/admin/registry`)).json()) as {
-        entries: number;
-        waiters: number;
-      };
-      const requests = (await (await fetch(`${t.httpUrl}/admin/requests`)).json()) as {
-        staging: { usedBytes: number };
-        requests: unknown[];
-      };
-      return (
-        registry.entries === 0 &&
-        registry.waiters === 0 &&
-        requests.staging.usedBytes === 0 &&
-        requests.requests.length === 0
-      );
-    };
-    expect(await waitFor(empty, TTL_MS * 4, 200)).toBe(true);
+    expect(await waitFor(() => drained(t.httpUrl), TTL_MS * 4, 200)).toBe(true);
   }, 60_000);
 
   afterAll(() => {

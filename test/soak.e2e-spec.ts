@@ -4,6 +4,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { encodeBody, waitFor } from './support/calls';
 import { dataUri, image } from './support/media';
+import { drained } from './support/drained';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
 /**
@@ -65,14 +66,13 @@ describe(`soak: ${ENCODES} encodes and ${WAITS} waits (e2e, built service)`, () 
     await call('release', { req_id: `${tag}-${i}` });
     return r;
   };
+  /** A publish, then a wait that it answers: each wait's metadata is fresh (the TTL is short). */
   const waitOne = (tag: string) => async (i: number) => {
-    const reqId = `${tag}-${i % 500}`;
-    if (i < 500) {
-      await call('publish_metadata', {
-        req_id: reqId,
-        metadata: { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 },
-      });
-    }
+    const reqId = `${tag}-${i}`;
+    await call('publish_metadata', {
+      req_id: reqId,
+      metadata: { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 },
+    });
     return call('wait_metadata', { req_id: reqId, timeout_ms: 5000 });
   };
 
@@ -90,25 +90,7 @@ describe(`soak: ${ENCODES} encodes and ${WAITS} waits (e2e, built service)`, () 
     expect(encodeErrors).toEqual([]);
     expect(waitErrors).toEqual([]);
 
-    const drained = async () => {
-      const registry = (await (await fetch(`${svc.url}/admin/registry`)).json()) as {
-        entries: number;
-        waiters: number;
-      };
-      const requests = (await (await fetch(`${svc.url}/admin/requests`)).json()) as {
-        staging: { usedBytes: number };
-        requests: unknown[];
-        pending: number;
-      };
-      return (
-        registry.entries === 0 &&
-        registry.waiters === 0 &&
-        requests.staging.usedBytes === 0 &&
-        requests.requests.length === 0 &&
-        requests.pending === 0
-      );
-    };
-    expect(await waitFor(drained, TTL_MS * 4, 200)).toBe(true);
+    expect(await waitFor(() => drained(svc.url), TTL_MS * 4, 200)).toBe(true);
     await new Promise((r) => setTimeout(r, TTL_MS));
     const after = { heap: await heapUsed(), rss: svc.rss() };
     const report = {

@@ -1,0 +1,22 @@
+/**
+ * Whether the service at `url` holds nothing any more: no registry entries or waiters,
+ * no request state, no staging bytes, no encode pending.
+ */
+export async function drained(url: string): Promise<boolean> {
+  const registry = (await (await fetch(`${url}/admin/registry`)).json()) as {
+    entries: number;
+    waiters: number;
+  };
+  const requests = (await (await fetch(`${url}/admin/requests`)).json()) as {
+    staging: { usedBytes: number };
+    requests: unknown[];
+    pending: number;
+  };
+  return (
+    registry.entries === 0 &&
+    registry.waiters === 0 &&
+    requests.staging.usedBytes === 0 &&
+    requests.requests.length === 0 &&
+    requests.pending === 0
+  );
+}
