@@ -13,6 +13,10 @@ import type { CacheEntry, EmbeddingCache } from './embedding-cache';
 
 /** Fetches a process serves at once; beyond it a fetch is answered 503 and the caller retries. */
 const MAX_SERVING = 4096;
+/** The longest a fetch is served (waiting for an encode in flight), whatever it asks. */
+const MAX_SERVE_MS = 600_000;
+/** The largest entry a fetch accepts from a peer (a bound on what a bad answer can allocate). */
+const MAX_ENTRY_BYTES = 2 ** 31;
 /** Room left in each chunk for the message's headers and protocol line. */
 const CHUNK_HEADROOM = 4096;
 
@@ -104,7 +108,8 @@ export class CachePeer {
         }),
       );
     }
-    const timeoutMs = typeof req.timeout_ms === 'number' ? req.timeout_ms : this.leaseMs;
+    const asked = typeof req.timeout_ms === 'number' ? req.timeout_ms : this.leaseMs;
+    const timeoutMs = Math.min(asked, MAX_SERVE_MS);
     this.serving++;
     void this.answer(req.key, Math.max(1, timeoutMs), send, nc)
       .catch((err: unknown) =>
@@ -240,16 +245,29 @@ export class CachePeer {
             const e = msg.json<{ code: number; type?: string; message: string }>();
             return finish(new MMError(e.message, e.code, undefined, e.type));
           }
-          case 'entry':
+          case 'entry': {
             header = msg.json<EntryHeader>();
+            const width = header.dtype === 'f32' ? 4 : 2;
+            if (
+              !Number.isSafeInteger(header.bytes) ||
+              header.bytes !== header.tokens * header.dim * width ||
+              header.bytes > MAX_ENTRY_BYTES
+            ) {
+              return finish(new PeerUnusable(`the cache owner at ${subject} sent a bad entry`));
+            }
             buffer = new Uint8Array(header.bytes);
             if (header.chunks === 0) return finish(undefined, toEntry(key, header, buffer));
             return;
+          }
           case 'chunk': {
             if (!header || !buffer)
               return finish(new PeerUnusable('a chunk came before its entry'));
             const i = Number(msg.headers?.get(CHUNK));
-            buffer.set(msg.data, i * header.chunk_bytes);
+            const at = i * header.chunk_bytes;
+            if (!Number.isInteger(i) || i < 0 || at + msg.data.length > buffer.length) {
+              return finish(new PeerUnusable(`the cache owner at ${subject} sent a bad chunk`));
+            }
+            buffer.set(msg.data, at);
             if (++received === header.chunks) finish(undefined, toEntry(key, header, buffer));
             return;
           }
@@ -258,9 +276,13 @@ export class CachePeer {
         }
       };
       heard();
-      nc.publish(subject, json({ key, timeout_ms: Math.max(1, deadline - Date.now()) }), {
-        reply: inbox,
-      });
+      try {
+        nc.publish(subject, json({ key, timeout_ms: Math.max(1, deadline - Date.now()) }), {
+          reply: inbox,
+        });
+      } catch (err) {
+        finish(err as Error); // the connection is closed or draining
+      }
     });
   }
 }

@@ -158,9 +158,18 @@ export class OverloadGate {
       code: 503,
       type: 'overloaded',
       message: overloadedMessage(retryAfter),
-      req_id: reqId === undefined ? null : (JSON.parse(`"${reqId}"`) as string),
+      req_id: reqId === undefined ? null : unescapeJson(reqId),
     };
     msg.respond(JSON.stringify(envelope ? { id, err, isDisposed: true } : { id, err }));
+  }
+}
+
+/** The text of a JSON string's contents; null for contents that are not valid JSON. */
+function unescapeJson(contents: string): string | null {
+  try {
+    return JSON.parse(`"${contents}"`) as string;
+  } catch {
+    return null;
   }
 }
 
