@@ -245,15 +245,22 @@ describe('EncoderService with the embedding cache (single flight in process)', (
   }
   const backend = new ModelBackend();
   let planFails = false;
+  /** The next plan waits for this, and (with `bigPlan`) is over the request's token cap. */
+  let planGate: Promise<void> | undefined;
+  let bigPlan = false;
   const preprocessor = {
-    plan: () =>
-      Promise.resolve(
-        planFails ? { ok: false, stage: 'load', itemIndex: 0, message: 'not an image' } : plan,
-      ),
+    plan: async () => {
+      if (planGate) await planGate;
+      if (bigPlan) {
+        bigPlan = false;
+        return { ...plan, tokens: 400, itemTokens: [400] };
+      }
+      return planFails ? { ok: false, stage: 'load', itemIndex: 0, message: 'not an image' } : plan;
+    },
     run: () => Promise.resolve(preprocessed()),
   } as unknown as Preprocessor;
   const { service, states, cache } = wire(
-    { EPD_CACHE_MAX_BYTES: String(1 << 20) },
+    { EPD_CACHE_MAX_BYTES: String(1 << 20), EPD_MAX_TOKENS_PER_REQUEST: '100' },
     backend,
     preprocessor,
     { afterStage: () => Promise.resolve(undefined) },
@@ -290,6 +297,22 @@ describe('EncoderService with the embedding cache (single flight in process)', (
     await expect(joiner).resolves.toMatchObject({ timings: { cache_hits: 0, batch_size: 1 } });
     expect(backend.forwards).toBe(before + 2);
     expect(cache.store.view().in_flight).toBe(0);
+  });
+
+  it("a joiner encodes the unit itself when the owner request fails for its own limit (not the media's)", async () => {
+    let open!: () => void;
+    planGate = new Promise((r) => (open = r));
+    bigPlan = true;
+    const owner = service.encode(request('lim-own'), deadline());
+    await until(() => cache.store.view().in_flight === 1);
+    const joiner = service.encode(request('lim-join'), deadline());
+    await until(() => cache.store.view().joins >= 1);
+    planGate = undefined;
+    open();
+    await expect(owner).rejects.toMatchObject({ code: 413, type: 'limit_exceeded' });
+    await until(() => backend.waiting);
+    backend.release();
+    await expect(joiner).resolves.toMatchObject({ timings: { batch_size: 1 } });
   });
 
   it('media that fails for its owner fails its joiners too, with the same 400', async () => {

@@ -66,13 +66,18 @@ class JoinedFailed extends Error {
   }
 }
 
+/**
+ * Failures of the media itself: the same bytes fail the same way for every request, so a
+ * joiner takes the owner's. Anything else (the owner's own limits, release, deadline, a
+ * 5xx) was the owner request's, and the joiner encodes the unit itself.
+ */
+const MEDIA_FAILURES = new Set(['load_failed', 'process_failed', 'invalid_request']);
+
 async function joined<T>(p: Promise<T>): Promise<T> {
   try {
     return await p;
   } catch (err) {
-    if (err instanceof MMError && err.code >= 400 && err.code < 500 && err.type !== 'released') {
-      throw err;
-    }
+    if (err instanceof MMError && MEDIA_FAILURES.has(err.type)) throw err;
     throw new JoinedFailed(err);
   }
 }
