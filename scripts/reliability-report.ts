@@ -29,7 +29,8 @@ const WHAT: Record<string, string> = {
   'soak.e2e-spec.ts': 'long runs of encodes and waits; counts back to zero, heap and RSS',
   'shutdown.e2e-spec.ts': 'SIGTERM under load',
   'worker-shutdown.e2e-spec.ts': 'DP supervisor and worker shutdown',
-  'registry-jetstream.e2e-spec.ts': 'nats-server killed and restarted mid-traffic',
+  'registry-jetstream.e2e-spec.ts': 'the JetStream store through NATS restarts and outages',
+  'nats-restart.e2e-spec.ts': 'nats-server SIGKILLed and restarted under 32 calls in flight',
   'multi-instance.e2e-spec.ts': 'a NATS cluster node lost under two instances',
   'dp-workers.e2e-spec.ts': 'DP worker SIGKILL mid-call, respawn, lost embeddings',
   'cache-cluster.e2e-spec.ts': 'cache owner killed or hung mid-encode',
@@ -63,6 +64,13 @@ function main(): void {
     heap_ratio: number;
     rss_ratio: number;
   }>('soak.json');
+  const restart = read<{
+    answered_ok: number;
+    answered_error: number;
+    client_failed: number;
+    never_answered: number;
+    ready_again_after_ms: number;
+  }>('nats-restart.json');
   const mb = (x: number) => x.toFixed(1);
   const lines = [
     '# Reliability',
@@ -109,6 +117,19 @@ function main(): void {
       '',
       'Heap is read from the service’s own /metrics without forcing a collection, so it includes',
       'garbage not yet collected; RSS is the kernel’s.',
+    );
+  }
+  if (restart) {
+    lines.push(
+      '',
+      '## nats-server killed and restarted mid-traffic',
+      '',
+      '| calls answered ok | answered with an error | failed on the client | never answered (client timeout) | service ready again after |',
+      '| --- | --- | --- | --- | --- |',
+      `| ${restart.answered_ok} | ${restart.answered_error} | ${restart.client_failed} | ${restart.never_answered} | ${restart.ready_again_after_ms} ms (1 s of it the server was down) |`,
+      '',
+      'The calls never answered are the ones in flight when the server died (their requests or',
+      'replies were lost with it); the service reconnected by itself, with no restart.',
     );
   }
   writeFileSync(join(__dirname, '..', '..', 'docs', 'reliability.md'), `${lines.join('\n')}\n`);

@@ -106,6 +106,15 @@ export class NatsServer {
     clearTimeout(timer);
   }
 
+  /** SIGKILL, as a crash: no lame-duck mode, clients see the socket die. */
+  async kill(): Promise<void> {
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGKILL');
+    await exited;
+  }
+
   async restart(): Promise<void> {
     await this.stop();
     await this.launch();
