@@ -14,7 +14,7 @@ describe('MemoryClaims (the DP supervisor keeps its ranks claims)', () => {
   it('one owner per key: the second claimer is told who owns it', async () => {
     const c = claims();
     const first = await c.claim('k', rec('a', now + 500));
-    expect(first).toEqual({ mine: true, revision: 1 });
+    expect(first).toEqual({ mine: true, revision: 1, tookOver: false });
     const second = await c.claim('k', rec('b', now + 500));
     expect(second).toMatchObject({
       mine: false,
@@ -27,9 +27,17 @@ describe('MemoryClaims (the DP supervisor keeps its ranks claims)', () => {
     const c = claims();
     await c.claim('k', rec('a', now + 500));
     now += 501;
-    expect(await c.claim('k', rec('b', now + 500))).toEqual({ mine: true, revision: 2 });
+    expect(await c.claim('k', rec('b', now + 500))).toEqual({
+      mine: true,
+      revision: 2,
+      tookOver: true,
+    });
     expect((await c.claim('k', rec('c', now + 500))).mine).toBe(false);
-    expect(await c.claim('k', rec('c', now + 500), 2)).toEqual({ mine: true, revision: 3 });
+    expect(await c.claim('k', rec('c', now + 500), 2)).toEqual({
+      mine: true,
+      revision: 3,
+      tookOver: true,
+    });
     // A stale "unusable" (the claim moved on since) takes nothing over.
     expect((await c.claim('k', rec('d', now + 500), 2)).mine).toBe(false);
   });
@@ -64,6 +72,7 @@ describe('MemoryClaims (the DP supervisor keeps its ranks claims)', () => {
     expect(await serveClaimCall(c, { op: 'claim', key: 'k', record: r })).toEqual({
       mine: true,
       revision: 1,
+      tookOver: false,
     });
     expect(await serveClaimCall(c, { op: 'update', key: 'k', record: r, revision: 1 })).toBe(2);
     expect(await serveClaimCall(c, { op: 'release', key: 'k', revision: 2 })).toBeNull();

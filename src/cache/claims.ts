@@ -15,11 +15,12 @@ export interface ClaimRecord {
 
 /**
  * The answer to a claim: this caller's (`mine`, at `revision`; revision 0 when the claim
- * could not be recorded and the item is encoded without single flight), or another
- * owner's live claim to join.
+ * could not be recorded and the item is encoded without single flight; `tookOver` when
+ * it replaced a dead owner's), or another owner's live claim to join.
  */
 export type Claimed =
-  { mine: true; revision: number } | { mine: false; revision: number; record: ClaimRecord };
+  | { mine: true; revision: number; tookOver?: boolean }
+  | { mine: false; revision: number; record: ClaimRecord };
 
 /**
  * Cluster-wide single flight for the embedding cache: one owner per key at a time.
@@ -88,7 +89,7 @@ export class MemoryClaims extends CacheClaims {
     }
     const revision = ++this.revision;
     this.claims.set(key, { record, revision });
-    return Promise.resolve({ mine: true, revision });
+    return Promise.resolve({ mine: true, revision, tookOver: held !== undefined });
   }
 
   update(key: string, record: ClaimRecord, revision: number): Promise<number | undefined> {

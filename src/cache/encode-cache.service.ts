@@ -201,9 +201,12 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     this.unusable.delete(key);
     if (claimed.mine) {
       this.store.counted('miss');
-      if (unusable !== undefined) {
+      if (claimed.tookOver) {
         this.store.counted('takeover');
-        this.logger.log({ req_id: reqId, key }, 'took over a cache claim whose owner is gone');
+        this.logger.log(
+          { req_id: reqId, key, why: unusable === undefined ? 'lease expired' : 'owner unusable' },
+          'took over a cache claim whose owner is gone',
+        );
       }
       this.own(key, claimed.revision);
       return { own: flight };

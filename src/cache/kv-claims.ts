@@ -82,10 +82,8 @@ export class KvClaims extends CacheClaims {
           return { mine: false, revision: held.revision, record: current };
         }
         try {
-          return {
-            mine: true,
-            revision: await this.call(kv.update(keyOf(key), value, held.revision)),
-          };
+          const revision = await this.call(kv.update(keyOf(key), value, held.revision));
+          return { mine: true, revision, tookOver: true };
         } catch (err) {
           if (!lostRace(err)) throw err;
         }
