@@ -3,12 +3,8 @@ import { BlockList, isIP } from 'node:net';
 import { Injectable } from '@nestjs/common';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
-import { isAllowedHost } from '../media/address-policy';
+import { isAllowedHost, unmapIPv4 } from '../media/address-policy';
 import { endpointKey, type Endpoint } from '../transfer/embedding-transport';
-
-/** IPv4-mapped IPv6 (`::ffff:10.1.2.3`) is checked as the IPv4 address it is. */
-const unmapped = (address: string) =>
-  /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1] ?? address;
 
 /**
  * EPD_ALLOWED_DESTINATIONS: where this encoder may push embeddings (TCP frames or SGLang's
@@ -52,7 +48,7 @@ export class DestinationPolicy {
   }
 
   private async refusal(host: string): Promise<string | undefined> {
-    const address = unmapped(host.replace(/^\[|\]$/g, ''));
+    const address = unmapIPv4(host.replace(/^\[|\]$/g, ''));
     const family = isIP(address);
     if (family !== 0) {
       return this.ranges.check(address, family === 4 ? 'ipv4' : 'ipv6')
@@ -68,7 +64,10 @@ export class DestinationPolicy {
     }
     const outside = resolved.find(
       (r) =>
-        !this.ranges.check(unmapped(r.address), isIP(unmapped(r.address)) === 4 ? 'ipv4' : 'ipv6'),
+        !this.ranges.check(
+          unmapIPv4(r.address),
+          isIP(unmapIPv4(r.address)) === 4 ? 'ipv4' : 'ipv6',
+        ),
     );
     return outside ? `it resolves to ${outside.address}, in no listed range` : undefined;
   }

@@ -27,19 +27,25 @@ for (const [net, prefix] of [
   PRIVATE.addSubnet(net, prefix, 'ipv6');
 }
 
-export function isPrivateAddress(address: string): boolean {
+/**
+ * An IPv4-mapped IPv6 address as the IPv4 address it is (`::ffff:127.0.0.1`, or the URL
+ * parser's hex form `::ffff:7f00:1`, → `127.0.0.1`); any other text unchanged.
+ */
+export function unmapIPv4(address: string): string {
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return PRIVATE.check(mapped[1]!, 'ipv4');
-  // The URL parser writes IPv4-mapped literals in hex: [::ffff:127.0.0.1] → [::ffff:7f00:1].
+  if (mapped) return mapped[1]!;
   const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
-  if (hex) {
-    const hi = parseInt(hex[1]!, 16);
-    const lo = parseInt(hex[2]!, 16);
-    return PRIVATE.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4');
-  }
-  const family = isIP(address);
-  if (family === 4) return PRIVATE.check(address, 'ipv4');
-  if (family === 6) return PRIVATE.check(address, 'ipv6');
+  if (!hex) return address;
+  const hi = parseInt(hex[1]!, 16);
+  const lo = parseInt(hex[2]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
+export function isPrivateAddress(address: string): boolean {
+  const plain = unmapIPv4(address);
+  const family = isIP(plain);
+  if (family === 4) return PRIVATE.check(plain, 'ipv4');
+  if (family === 6) return PRIVATE.check(plain, 'ipv6');
   return true;
 }
 
