@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
-import { encodeBody } from './support/calls';
+import { encodeBody, waitFor } from './support/calls';
 import { dataUri, image } from './support/media';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
@@ -233,6 +233,19 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
       await fresh.close();
     }
     expect(outcomes.filter((o) => o.ok).length).toBeGreaterThan(0);
+    // The services reconnected too, and their inbox interest reaches every node a moment
+    // later: until then a reply to a call B forwards to A can be lost the same way (CI lost
+    // one in the next test: 20 s of silence, then 504). Settled once such a call is answered.
+    const forwardedAnswered = async () =>
+      (
+        await http(b, '/send', {
+          req_id: 'after-restart',
+          prefill_host: '127.0.0.1',
+          embedding_port: 1,
+          timeout_ms: 2000,
+        })
+      ).status !== 504;
+    expect(await waitFor(forwardedAnswered, 30_000, 200)).toBe(true);
   }, 120_000);
 
   it('send on B before anyone encoded the req_id waits for its metadata, then is forwarded to the owner', async () => {
