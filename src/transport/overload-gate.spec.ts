@@ -37,7 +37,8 @@ describe('OverloadGate', () => {
     const handled: string[] = [];
     const h = gate.wrap('wait_metadata', (_e, m) => handled.push(m.string()));
     now = 1000;
-    h(null, msg('{"req_id":"first"}'));
+    h(null, msg('{"req_id":"first"}')); // nothing ahead of it: handled at once
+    h(null, msg('{"req_id":"second"}')); // behind it in the same turn: queued
     now = 1200; // the queued call has waited 200 ms (the drain has not run)
     const bare = msg('{"req_id":"a \\"quoted\\" id","part_idx":0}');
     const envelope = msg('{"pattern":"wait_metadata","data":{"req_id":"r2"},"id":"nest-7"}');
@@ -59,7 +60,7 @@ describe('OverloadGate', () => {
       err: { code: 503, type: 'overloaded', req_id: 'r2' },
     });
     await tick();
-    expect(handled).toEqual(['{"req_id":"first"}']);
+    expect(handled).toEqual(['{"req_id":"first"}', '{"req_id":"second"}']);
     expect(gate.stats).toMatchObject({ queued: 0, shed: { wait_metadata: 2 } });
   });
 
@@ -84,13 +85,14 @@ describe('OverloadGate', () => {
   it('bounds the queue by count, whatever the age', async () => {
     const gate = new OverloadGate(10_000, 3, clock);
     const h = gate.wrap('send', () => undefined);
-    const msgs = Array.from({ length: 4 }, () => msg('not json'));
+    // One handled at once, three queued, two shed.
+    const msgs = Array.from({ length: 5 }, () => msg('not json'));
     // A req_id whose escape is not JSON: shed all the same, never a throw in the callback.
     msgs.push(msg('{"req_id":"bad \\x escape"}'));
     for (const m of msgs) h(null, m);
     expect(msgs.filter((m) => m.answers.length === 1)).toHaveLength(2);
     // Not JSON: shed all the same, with no req_id to echo.
-    expect(JSON.parse(msgs[4]!.answers[0]!)).toMatchObject({ err: { req_id: null } });
+    expect(JSON.parse(msgs[5]!.answers[0]!)).toMatchObject({ err: { req_id: null } });
     await tick();
     expect(gate.stats.queued).toBe(0);
   });

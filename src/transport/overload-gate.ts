@@ -75,11 +75,16 @@ export class OverloadGate {
       if (err) return handler(err, msg);
       const now = this.now();
       if (sheddable && msg.reply && this.overloaded(now)) return this.reject(dpType, msg, now);
-      this.queue.push({ msg, at: now, handler });
       if (!this.draining) {
+        // Nothing queued or being drained: the first call of this turn runs at once (no
+        // hop: +0.03 ms at p50 measured when every call went through the queue), and the
+        // calls that arrive behind it in the same turn queue, timed, for the drain.
         this.draining = true;
         setImmediate(this.drain);
+        this.handled++;
+        return handler(null, msg);
       }
+      this.queue.push({ msg, at: now, handler });
     };
   }
 
@@ -113,6 +118,10 @@ export class OverloadGate {
   }
 
   private readonly drain = (): void => {
+    if (this.head >= this.queue.length) {
+      this.draining = false; // only the inline call of the last turn: nothing queued
+      return;
+    }
     const until = this.now() + SLICE_MS;
     let n = 0;
     while (this.head < this.queue.length) {
