@@ -29,16 +29,18 @@ export interface GateStats {
 }
 
 /**
- * Load shedding for the NATS calls of one process. Every call waits in one FIFO queue,
- * drained in short slices between I/O, so the time a call spends waiting here is known.
- * When the oldest queued call has waited longer than EPD_OVERLOAD_QUEUE_MS (or the queue
- * holds EPD_OVERLOAD_MAX_QUEUED), a new call is answered at once with 503 `overloaded`
+ * Load shedding for the NATS calls of one process. A call with nothing queued ahead of it
+ * is handled at once; calls that arrive behind it wait in one FIFO queue, drained in
+ * short slices between I/O, so the time a call spends waiting here is known. When the
+ * calls ahead of a new one would take longer than EPD_OVERLOAD_QUEUE_MS to reach (or the
+ * queue holds EPD_OVERLOAD_MAX_QUEUED), it is answered at once with 503 `overloaded`
  * ("encoder overloaded; retry after {ms} ms") instead of joining a backlog that would
  * outlive its caller's deadline: callers learn in milliseconds and may go elsewhere, and
  * the calls admitted are served at the rate the process sustains. A shed answer costs a
- * JSON parse and a publish, a small part of a handled call. Without it (measured in
- * bench/results/overload.md), calls at twice the sustainable rate were mostly never
- * answered: the backlog sat in socket buffers, invisible, until each caller timed out.
+ * few regular expressions and a publish, a small part of a handled call. Without it
+ * (measured in bench/results/overload.md), calls at twice the sustainable rate were
+ * mostly never answered: the backlog sat in socket buffers, invisible, until each caller
+ * timed out.
  */
 export class OverloadGate {
   private readonly queue: (Queued | undefined)[] = [];
