@@ -118,12 +118,17 @@ describe('embedding cache: single flight across instances (e2e, jetstream)', () 
       onFrame: ({ header, data }) => void frames.set(header.req_id, Buffer.from(data)),
     });
     // Each instance opens (and the first creates) the claims bucket at start-up.
-    claims = await new Kvm(jetstream(nc)).open(`${bucket}_claims`);
-    const opened = () =>
-      claims.status().then(
-        () => true,
-        () => false,
-      );
+    // Opened (and its stream checked) inside the wait: the instances create it concurrently.
+    const kvm = new Kvm(jetstream(nc));
+    const opened = async () => {
+      try {
+        claims = await kvm.open(`${bucket}_claims`);
+        await claims.status();
+        return true;
+      } catch {
+        return false;
+      }
+    };
     expect(await waitFor(opened, 10_000, 50)).toBe(true);
   }, 60_000);
 
