@@ -150,10 +150,15 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     return cacheUnits(await this.fingerprint(modality, modelPath), items);
   }
 
+  /** Whether callers' hashes are lookup keys (the cache on, EPD_CACHE_TRUST_CLIENT_HASH). */
+  get trustsClientHashes(): boolean {
+    return this.enabled && this.config.cache.trustClientHash;
+  }
+
   /**
-   * With EPD_CACHE_TRUST_CLIENT_HASH and a caller's hash for every item: the lookup key of
-   * each unit in `namespace`, and the cached entries when every one of them is a hit (then
-   * nothing needs loading). Undefined when trust is off or an item has no hash.
+   * For a cache that trustsClientHashes, and a caller's hash for every item: the lookup
+   * key of each unit in `namespace`, and the cached entries when every one of them is a
+   * hit (then nothing needs loading). Undefined when an item has no hash.
    */
   async hinted(
     modality: string,
@@ -161,7 +166,6 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     namespace: string,
     modelPath: string,
   ): Promise<{ keys: string[]; hits?: CacheEntry[] } | undefined> {
-    if (!this.enabled || !this.config.cache.trustClientHash) return undefined;
     if (hints.some((h) => h === undefined)) return undefined;
     const fp = await this.fingerprint(modality, modelPath);
     const keys = hintKeys(fp, hints as string[], namespace);

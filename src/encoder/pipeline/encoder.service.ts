@@ -57,8 +57,9 @@ interface Encoded {
 
 /**
  * A unit this request joined failed in the request that was encoding it, for a reason of
- * that request (released, out of budget, deadline): this one encodes it itself instead.
- * A failure of the media itself (4xx) is everyone's, and is thrown as it is.
+ * that request (released, out of budget, its own limits, deadline): this one encodes it
+ * itself instead. A failure of the media itself (MEDIA_FAILURES) is everyone's, and is
+ * thrown as it is.
  */
 class JoinedFailed extends Error {
   constructor(readonly error: unknown) {
@@ -278,7 +279,7 @@ export class EncoderService {
   private async hinted(
     req: EncodeRequest,
   ): Promise<{ keys: string[]; hits?: CacheEntry[] } | undefined> {
-    if (!this.cache.enabled) return undefined;
+    if (!this.cache.trustsClientHashes) return undefined;
     const list: unknown[] = Array.isArray(req.hashes)
       ? req.hashes
       : req.hashes == null
