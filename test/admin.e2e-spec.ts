@@ -115,7 +115,7 @@ describe('admin REST, docs and metrics (e2e)', () => {
         .get('/metrics')
         .set({ Authorization: 'Bearer scrape-me' });
       expect(ok.status).toBe(200);
-      expect(ok.text).toMatch(/epd_nats_queue_depth/);
+      expect(ok.text).toMatch(/epd_encoder_nats_queue_depth/);
     });
   });
 
@@ -189,9 +189,9 @@ describe('admin REST, docs and metrics (e2e)', () => {
       await request(t.httpUrl).post('/admin/registry/m1').send({ metadata: META });
       const res = await request(t.httpUrl).get('/metrics');
       expect(res.status).toBe(200);
-      expect(res.text).toMatch(/^epd_registry_entries 1$/m);
-      expect(res.text).toMatch(/^epd_registry_publishes_total 1$/m);
-      expect(res.text).toMatch(/^epd_registry_waiters 0$/m);
+      expect(res.text).toMatch(/^epd_encoder_registry_entries 1$/m);
+      expect(res.text).toMatch(/^epd_encoder_registry_events_total{event="publish"} 1$/m);
+      expect(res.text).toMatch(/^epd_encoder_registry_waiters 0$/m);
     });
 
     it('answers unknown routes with a 404 error body', async () => {

@@ -1,3 +1,4 @@
+import { METRICS, type MetricSpec } from '../src/metrics/catalogue';
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -327,8 +328,14 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     const metrics = await (await fetch(`${svc.url}/metrics`)).text();
     expect(metrics).toMatch(/epd_encoder_requests_total\{[^}]*dp_rank="0"[^}]*\} [1-9]/);
     expect(metrics).toMatch(/epd_encoder_requests_total\{[^}]*dp_rank="1"[^}]*\} [1-9]/);
-    expect(metrics).toMatch(/epd_dp_workers\{state="alive"\} 2/);
-    expect(metrics).toMatch(/epd_dp_dispatched_total\{dp_rank="0"\} [1-9]/);
+    expect(metrics).toMatch(/epd_encoder_dp_workers\{state="alive"\} 2/);
+    expect(metrics).toMatch(/epd_encoder_dp_dispatched_total\{dp_rank="0"\} [1-9]/);
+    // Every catalogued family, the supervisor's own included (the cache is off here).
+    const exported = new Set([...metrics.matchAll(/^# TYPE (epd_\w+) /gm)].map((m) => m[1]));
+    const expected = Object.entries(METRICS as Record<string, MetricSpec>)
+      .filter(([, m]) => !m.only?.startsWith('EPD_CACHE'))
+      .map(([name]) => name);
+    expect(expected.filter((name) => !exported.has(name))).toEqual([]);
   });
 
   it('fails a killed worker’s pending calls at once, sends new traffic to the survivor, and respawns it', async () => {

@@ -53,7 +53,10 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
       };
       expect(stats.batchSizes).toEqual({ 1: 1, 8: 1 });
       const metrics = (await request(t.httpUrl).get('/metrics')).text;
-      expect(metrics).toMatch(/^epd_encoder_forwards_total\{batch_size="8"\} 1$/m);
+      // Two forwards: one of 1 request, one of 8.
+      expect(metrics).toMatch(/^epd_encoder_requests_per_batch_count 2$/m);
+      expect(metrics).toMatch(/^epd_encoder_requests_per_batch_sum 9$/m);
+      expect(metrics).toMatch(/^epd_encoder_requests_per_batch_bucket\{le="4"\} 1$/m);
     } finally {
       await t.close();
     }

@@ -295,8 +295,8 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     expect(res.ms).toBeLessThan(5000);
     expect(res.status).toBe(503);
     const metrics = await (await fetch(`${b.url}/metrics`)).text();
-    expect(metrics).toMatch(/epd_owner_routing_total\{outcome="forwarded"\} [1-9]/);
-    expect(metrics).toMatch(/epd_owner_routing_total\{outcome="owner_gone"\} [1-9]/);
+    expect(metrics).toMatch(/epd_encoder_owner_routing_total\{outcome="forwarded"\} [1-9]/);
+    expect(metrics).toMatch(/epd_encoder_owner_routing_total\{outcome="owner_gone"\} [1-9]/);
     expect(res.body).toMatchObject({
       type: 'owner_gone',
       message: 'owner instance inst-a of req_id=orphan is gone; the staged embedding is lost',

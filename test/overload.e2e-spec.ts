@@ -73,8 +73,8 @@ describe('overload: a burst of NATS calls is answered, not left to time out (e2e
     }
     // Drained: nothing is left queued, and the metrics say what was shed.
     const metrics = await (await fetch(`${svc.url}/metrics`)).text();
-    expect(metrics).toMatch(/epd_nats_queue_depth 0/);
-    const counted = /epd_nats_shed_total\{dp_type="wait_metadata"\} (\d+)/.exec(metrics);
+    expect(metrics).toMatch(/epd_encoder_nats_queue_depth 0/);
+    const counted = /epd_encoder_nats_shed_total\{dp_type="wait_metadata"\} (\d+)/.exec(metrics);
     expect(Number(counted?.[1])).toBe(shed.length);
   }, 60_000);
 });

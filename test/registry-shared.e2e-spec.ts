@@ -143,7 +143,7 @@ describe('the app with the JetStream store while NATS is down (e2e, own nats-ser
       expect(ready.details.registry.error).toContain('metadata store jetstream unavailable');
       const metrics = await fetch(`${t.httpUrl}/metrics`);
       expect(metrics.status).toBe(200);
-      expect(await metrics.text()).toContain('epd_registry_waiters');
+      expect(await metrics.text()).toContain('epd_encoder_registry_waiters');
       await expect(t.registry.publish('x', META)).rejects.toMatchObject({ code: 503 });
     } finally {
       await t.close();

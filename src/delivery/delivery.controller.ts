@@ -2,7 +2,6 @@ import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { z } from 'zod';
 import { Deadlines } from '../common/deadline';
 import { abortOnDisconnect } from '../common/http/abort-on-disconnect';
 import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
@@ -13,18 +12,13 @@ import { OwnerRouter, routeOptions, type RouteOptions } from '../routing/owner-r
 import { DpType } from '../transport/subjects';
 import {
   registerRequestSchema,
+  sendReplySchema,
   sendRequestSchema,
   type RegisterRequest,
+  type SendReply,
   type SendRequest,
 } from './delivery.schema';
 import { DeliveryService, type SendStatus } from './delivery.service';
-
-const sendReplySchema = z.object({
-  req_id: z.string(),
-  bytes: z.number().int().nonnegative(),
-  acked: z.literal(true),
-});
-type SendReply = z.output<typeof sendReplySchema>;
 
 /**
  * Delivery over both transports: `send`, destination registration and `send_status`.

@@ -3,6 +3,7 @@ import { RoutingModule } from '../routing/routing.module';
 import { RequestsModule } from '../requests/requests.module';
 import { TransferModule } from '../transfer/transfer.module';
 import { DeliveryController } from './delivery.controller';
+import { DeliveryMetrics } from './delivery.metrics';
 import { DeliveryService } from './delivery.service';
 import { DestinationPolicy } from './destination-policy';
 
@@ -10,7 +11,7 @@ import { DestinationPolicy } from './destination-policy';
 @Module({
   imports: [RequestsModule, TransferModule, RoutingModule],
   controllers: [DeliveryController],
-  providers: [DeliveryService, DestinationPolicy],
+  providers: [DeliveryService, DestinationPolicy, DeliveryMetrics],
   exports: [DeliveryService, DestinationPolicy],
 })
 export class DeliveryModule {}

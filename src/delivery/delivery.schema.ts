@@ -4,25 +4,28 @@ import { reqIdSchema } from '../meta-registry/meta.schema';
 const port = z.number().int().min(1).max(65535);
 const count = z.number().int().positive();
 const deadline = {
-  timeout_ms: z.number().int().positive().optional(),
+  timeout_ms: z.number().int().positive().optional().describe('relative deadline'),
   /** Absolute deadline (epoch ms) that propagates through every stage. */
-  deadline_ms: z.number().int().positive().optional(),
+  deadline_ms: z.number().int().positive().optional().describe('absolute deadline, epoch ms'),
 };
 
 export const sendRequestSchema = z.looseObject({
   req_id: reqIdSchema,
   prefill_host: z.string().min(1),
   embedding_port: z.union([port, z.array(port).min(1)]),
-  session_id: z.union([z.string(), z.number()]).nullish(),
-  buffer_address: z.union([z.string(), z.number()]).nullish(),
-  receive_count: count.optional(),
+  session_id: z.union([z.string(), z.number()]).nullish().describe('echoed in the frame header'),
+  buffer_address: z
+    .union([z.string(), z.number()])
+    .nullish()
+    .describe("Mooncake's RDMA target: refused (400) with EPD_TRANSFER_BACKEND=zmq"),
+  receive_count: count.optional().describe('receivers of this req_id; it is released once all ack'),
   ...deadline,
 });
 
 export const registerRequestSchema = z.looseObject({
   req_id: reqIdSchema,
-  receive_count: count,
-  receive_url: z.string().min(1),
+  receive_count: count.describe('receivers that will register for this req_id'),
+  receive_url: z.string().min(1).describe('host:port or tcp://host:port of the receiver'),
   ...deadline,
 });
 
@@ -40,3 +43,21 @@ export const destinationViewSchema = z.object({
 });
 
 export type DestinationView = z.output<typeof destinationViewSchema>;
+
+/** The `send` reply: answered after the receiver's ack. */
+export const sendReplySchema = z.object({
+  req_id: z.string(),
+  bytes: z.number().int().nonnegative(),
+  acked: z.literal(true),
+});
+export type SendReply = z.output<typeof sendReplySchema>;
+
+/** The `send_status` reply: the request's phase and every destination's delivery. */
+export const sendStatusSchema = z.object({
+  req_id: z.string(),
+  state: z.enum(['encoding', 'staged', 'release-pending', 'released']),
+  receive_count: z.number().int().positive().nullable(),
+  acked: z.number().int().nonnegative(),
+  destinations: z.array(destinationViewSchema),
+});
+export type SendStatus = z.output<typeof sendStatusSchema>;

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
@@ -11,13 +12,8 @@ import {
   type Endpoint,
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
-import type { DestinationView, RegisterRequest, SendRequest } from './delivery.schema';
-import {
-  ReqStateStore,
-  type Destination,
-  type ReqPhase,
-  type ReqState,
-} from '../requests/req-state.store';
+import type { DestinationView, RegisterRequest, SendRequest, SendStatus } from './delivery.schema';
+import { ReqStateStore, type Destination, type ReqState } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
 import { DestinationPolicy } from './destination-policy';
 
@@ -36,13 +32,7 @@ interface Flight {
 
 export type { DestinationView } from './delivery.schema';
 
-export interface SendStatus {
-  req_id: string;
-  state: ReqPhase;
-  receive_count: number | null;
-  acked: number;
-  destinations: DestinationView[];
-}
+export type { SendStatus } from './delivery.schema';
 
 export function destinationViews(state: ReqState): DestinationView[] {
   return [...state.destinations.values()].map((d) => ({
@@ -69,10 +59,16 @@ export function destinationViews(state: ReqState): DestinationView[] {
  * Without a receive_count the embedding stays until EPD_SEND_TIMEOUT_MS or an explicit
  * release; a failed delivery likewise keeps it, so the receiver can retry.
  */
+/** Told of each delivery attempt that reached the wire: its outcome and seconds to the ack. */
+export type SendObserver = (outcome: 'acked' | 'failed', seconds: number) => void;
+
 @Injectable()
 export class DeliveryService {
   private readonly logger = new Logger('Delivery');
   private readonly flights = new WeakMap<Destination, Flight>();
+  private observer?: SendObserver;
+  /** Deliveries by outcome, and the bytes of the acked ones (epd_encoder_sends_total…). */
+  readonly sendStats = { acked: 0, failed: 0, bytes: 0 };
 
   constructor(
     private readonly config: AppConfig,
@@ -87,6 +83,11 @@ export class DeliveryService {
    * Refuses (403) any endpoint EPD_ALLOWED_DESTINATIONS does not allow: called before an
    * encode starts for the endpoints it names, so nothing is encoded for a refused push.
    */
+  /** One observer (the metrics), told how long each delivery took, to its ack or failure. */
+  observeSends(observer: SendObserver): void {
+    this.observer = observer;
+  }
+
   async checkTargets(targets: readonly Endpoint[], reqId: string): Promise<void> {
     for (const t of targets) await this.policy.check(t, reqId);
   }
@@ -301,18 +302,27 @@ export class DeliveryService {
         grid_thw: emb.grid,
       };
       const payload = new Uint8Array(emb.data.buffer, emb.data.byteOffset, emb.data.byteLength);
+      const sendStart = performance.now();
       try {
         await this.transport.send(dest.endpoint, header, payload, deadline, signal);
       } catch (err) {
+        this.sent('failed', sendStart);
         throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
       }
+      this.sent('acked', sendStart);
       bytes = emb.bytes;
+      this.sendStats.bytes += bytes;
     } catch (err) {
       this.states.fail(state, dest, (err as Error).message);
       throw err;
     }
     this.states.ack(state, dest, bytes);
-    if (state.complete) await this.lifecycle.release(state.reqId);
+    if (state.complete) await this.lifecycle.release(state.reqId, 'ack');
+  }
+
+  private sent(outcome: 'acked' | 'failed', since: number): void {
+    this.sendStats[outcome]++;
+    this.observer?.(outcome, (performance.now() - since) / 1000);
   }
 
   private async ready(state: ReqState, deadline: number, signal: AbortSignal): Promise<void> {

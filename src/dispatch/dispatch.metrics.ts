@@ -1,5 +1,4 @@
 import { Injectable } from '@nestjs/common';
-import { Gauge } from 'prom-client';
 import { OwnedMetrics } from '../metrics/owned-metrics';
 import { WorkerSupervisor } from './worker-supervisor.service';
 
@@ -9,40 +8,22 @@ export class DispatchMetrics extends OwnedMetrics {
   constructor(supervisor: WorkerSupervisor) {
     super();
     const ranks = supervisor.ranks;
-    this.own(
-      new Gauge({
-        name: 'epd_dp_workers',
-        help: 'DP worker processes by state: alive (ready for calls) or down',
-        labelNames: ['state'],
-        collect() {
-          const alive = supervisor.aliveCount;
-          this.set({ state: 'alive' }, alive);
-          this.set({ state: 'down' }, ranks.length - alive);
-        },
-      }),
-    );
-    this.own(
-      new Gauge({
-        name: 'epd_dp_pending_requests',
-        help: 'Calls in flight from the supervisor to each DP worker (encodes and control calls)',
-        labelNames: ['dp_rank'],
-        collect() {
-          for (const r of ranks) this.set({ dp_rank: String(r.rank) }, r.pending);
-        },
-      }),
-    );
+    this.gauge('epd_encoder_dp_workers', () => {
+      const alive = supervisor.aliveCount;
+      return { alive, down: ranks.length - alive };
+    });
     const perRank = (read: (r: (typeof ranks)[number]) => number) => () =>
       Object.fromEntries(ranks.map((r) => [String(r.rank), read(r)]));
+    this.gauge(
+      'epd_encoder_dp_pending_requests',
+      perRank((r) => r.pending),
+    );
     this.ownTotals(
-      'epd_dp_dispatched_total',
-      'Calls the supervisor sent to each DP worker',
-      'dp_rank',
+      'epd_encoder_dp_dispatched_total',
       perRank((r) => r.dispatched),
     );
     this.ownTotals(
-      'epd_dp_worker_restarts_total',
-      'DP worker respawns after a death',
-      'dp_rank',
+      'epd_encoder_dp_worker_restarts_total',
       perRank((r) => r.restarts),
     );
   }

@@ -8,9 +8,9 @@ export const reqIdSchema = z
 const count = z.number().int().nonnegative();
 
 export const embeddingMetaSchema = z.object({
-  embedding_size: count,
-  embedding_len: count,
-  embedding_dim: z.number().int().positive(),
+  embedding_size: count.describe('bytes the receiver allocates (len × dim × dtype size)'),
+  embedding_len: count.describe('tokens'),
+  embedding_dim: z.number().int().positive().describe('embedding width'),
 });
 export const errorMetaSchema = z.object({ error: z.string().min(1) });
 export const metaPayloadSchema = z.union([embeddingMetaSchema, errorMetaSchema], {
@@ -18,12 +18,17 @@ export const metaPayloadSchema = z.union([embeddingMetaSchema, errorMetaSchema],
 });
 
 const partIdx = z.number().int().nonnegative().optional();
-const timeoutMs = z.number().int().positive().optional();
+const timeoutMs = z
+  .number()
+  .int()
+  .positive()
+  .optional()
+  .describe('how long to wait; default and cap EPD_REQ_TIMEOUT_MS');
 
 export const publishMetadataSchema = z.object({
   req_id: reqIdSchema,
   part_idx: partIdx,
-  metadata: metaPayloadSchema,
+  metadata: metaPayloadSchema.describe('{embedding_size, embedding_len, embedding_dim} or {error}'),
 });
 export const waitMetadataSchema = z.object({
   req_id: reqIdSchema,
@@ -51,3 +56,7 @@ export const waitMetadataResponseSchema = embeddingMetaSchema.extend({
   part_idx: z.number().int().nonnegative(),
 });
 export type WaitMetadataResponse = z.output<typeof waitMetadataResponseSchema>;
+
+/** The `has_metadata` reply. */
+export const hasMetadataResponseSchema = z.object({ req_id: z.string(), present: z.boolean() });
+export type HasMetadataResponse = z.output<typeof hasMetadataResponseSchema>;

@@ -1,10 +1,22 @@
 import { Injectable } from '@nestjs/common';
-import { map, type Observable } from 'rxjs';
+import { performance } from 'node:perf_hooks';
+import { map, tap, TimeoutError, type Observable } from 'rxjs';
+import { MMError } from '../common/errors/mm-error';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig, dpRole } from '../config/app-config';
 import { MetaRegistry, type WaitOptions } from './meta-registry.service';
 import type { StoredMeta } from './meta-store';
 import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from './meta.schema';
+
+/** How a wait_metadata call ended: ok, timeout (504), error, or cancelled by its caller. */
+export type WaitOutcome = 'ok' | 'timeout' | 'error' | 'cancelled';
+export type WaitObserver = (outcome: WaitOutcome, seconds: number) => void;
+
+function waitOutcome(err: unknown): WaitOutcome {
+  if (err instanceof TimeoutError) return 'timeout';
+  if (err instanceof MMError && err.code === 499) return 'cancelled';
+  return 'error';
+}
 
 /**
  * The request/response shapes of the metadata operations, shared by the NATS handlers
@@ -14,6 +26,7 @@ import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from
 export class MetadataService {
   /** One process that may outlive records of its own previous process (a shared store). */
   private readonly checksBoot: boolean;
+  private observer?: WaitObserver;
 
   constructor(
     private readonly registry: MetaRegistry,
@@ -27,8 +40,37 @@ export class MetadataService {
     return null;
   }
 
+  /** Told how each wait ended and how long it took (the metrics; one observer). */
+  observeWaits(observer: WaitObserver): void {
+    this.observer = observer;
+  }
+
   /** `timeoutMs` is already resolved and capped by the caller (the Deadlines helper). */
   wait(
+    reqId: string,
+    partIdx: number | undefined,
+    options: WaitOptions,
+  ): Observable<WaitMetadataResponse> {
+    const answer = this.answer(reqId, partIdx, options);
+    const observer = this.observer;
+    if (!observer) return answer;
+    const started = performance.now();
+    let ended = false;
+    const end = (outcome: WaitOutcome) => {
+      if (ended) return;
+      ended = true;
+      observer(outcome, (performance.now() - started) / 1000);
+    };
+    return answer.pipe(
+      tap({
+        next: () => end('ok'),
+        error: (err: unknown) => end(waitOutcome(err)),
+        unsubscribe: () => end('cancelled'),
+      }),
+    );
+  }
+
+  private answer(
     reqId: string,
     partIdx: number | undefined,
     options: WaitOptions,

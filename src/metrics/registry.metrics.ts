@@ -1,75 +1,76 @@
 import { Injectable } from '@nestjs/common';
-import { Counter, Gauge } from 'prom-client';
 import {
   MetaRegistry,
   type RegistryCounters,
   type RegistryStats,
 } from '../meta-registry/meta-registry.service';
+import { MetadataService, type WaitOutcome } from '../meta-registry/metadata.service';
+import type { MetricName } from './catalogue';
 import { OwnedMetrics } from './owned-metrics';
 
-const COUNTERS: Record<keyof RegistryCounters, string> = {
-  publishes: 'metadata publishes',
-  errorPublishes: 'publishes of {error} metadata',
-  waits: 'metadata waits started',
-  resolved: 'waits answered with published metadata or error',
-  timeouts: 'waits that reached their deadline (504)',
-  cancelled: 'waits cancelled by the caller',
-  rejected: 'waits refused at admission (bound reached or shutting down)',
-  failed: 'waits failed by shutdown or a store error',
-  discards: 'entries discarded by release or admin',
-  expired: 'entries dropped by the TTL sweep',
+/** The `event` label of epd_encoder_registry_events_total, per registry counter. */
+const EVENTS: Record<keyof RegistryCounters, string> = {
+  publishes: 'publish',
+  errorPublishes: 'error_publish',
+  waits: 'wait',
+  resolved: 'resolved',
+  timeouts: 'timeout',
+  cancelled: 'cancelled',
+  rejected: 'rejected',
+  failed: 'failed',
+  discards: 'discard',
+  expired: 'expired',
 };
 
-const snake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const OUTCOMES: readonly WaitOutcome[] = ['ok', 'timeout', 'error', 'cancelled'];
 
 /**
  * Registry metrics read at scrape time from MetaRegistry.stats() (O(1)), so the hot path
- * only bumps plain integers and pays nothing for Prometheus.
+ * only bumps plain integers and pays nothing for Prometheus; and wait_metadata's outcomes
+ * and latency, observed as each call ends (a pre-bound child per outcome).
  */
 @Injectable()
 export class RegistryMetrics extends OwnedMetrics {
   private last?: RegistryStats;
   private reading?: { at: number; stats: Promise<RegistryStats | undefined> };
 
-  constructor(private readonly registry: MetaRegistry) {
+  constructor(
+    private readonly registry: MetaRegistry,
+    metadata: MetadataService,
+  ) {
     super();
     const stats = () => this.stats();
-    const gauge = (name: string, help: string, read: (s: RegistryStats) => number) =>
-      this.own(
-        new Gauge({
-          name,
-          help,
-          async collect() {
-            const s = await stats();
-            if (s) this.set(read(s));
-          },
-        }),
-      );
-    gauge(
-      'epd_registry_entries',
-      'Published metadata entries held by the registry',
-      (s) => s.entries,
+    const gauge = (name: MetricName, read: (s: RegistryStats) => number) =>
+      this.gauge(name, async () => {
+        const s = await stats();
+        return s && read(s);
+      });
+    gauge('epd_encoder_registry_entries', (s) => s.entries);
+    gauge('epd_encoder_registry_waiters', (s) => s.waiters);
+    gauge('epd_encoder_registry_oldest_entry_age_seconds', (s) => (s.oldestAgeMs ?? 0) / 1000);
+    this.ownTotals('epd_encoder_registry_events_total', async () => {
+      const counters = (await stats())?.counters;
+      if (!counters) return undefined;
+      const out: Record<string, number> = {};
+      for (const [key, event] of Object.entries(EVENTS))
+        out[event] = counters[key as keyof RegistryCounters];
+      return out;
+    });
+
+    const total = this.counter('epd_encoder_wait_metadata_total');
+    const seconds = this.histogram('epd_encoder_wait_metadata_seconds');
+    const bound = new Map(
+      OUTCOMES.map((o) => [o, { total: total.labels(o), seconds: seconds.labels(o) }]),
     );
-    gauge('epd_registry_waiters', 'Pending metadata waits', (s) => s.waiters);
-    gauge(
-      'epd_registry_oldest_entry_age_seconds',
-      'Age of the oldest published entry',
-      (s) => (s.oldestAgeMs ?? 0) / 1000,
-    );
-    for (const [key, help] of Object.entries(COUNTERS) as [keyof RegistryCounters, string][]) {
-      let last = 0;
-      this.own(
-        new Counter({
-          name: `epd_registry_${snake(key)}_total`,
-          help: `Registry ${help}`,
-          async collect() {
-            const value = (await stats())?.counters[key] ?? last;
-            if (value > last) this.inc(value - last);
-            last = value;
-          },
-        }),
-      );
+    for (const o of OUTCOMES) {
+      total.inc({ outcome: o }, 0);
+      seconds.zero({ outcome: o });
     }
+    metadata.observeWaits((outcome, s) => {
+      const b = bound.get(outcome)!;
+      b.total.inc();
+      b.seconds.observe(s);
+    });
   }
 
   /**

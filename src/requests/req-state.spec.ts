@@ -11,7 +11,7 @@ describe('ReqState transitions', () => {
     await expect(s.ready).resolves.toBeUndefined();
     expect(s).toMatchObject({ phase: 'staged', heldBytes: 48, lastUsedAt: 5 });
     expect(s.endEncode()).toBe(false);
-    expect(s.requestRelease()).toBe('now');
+    expect(s.requestRelease('explicit')).toBe('now');
     expect(s.end()).toBe(48);
     expect(s).toMatchObject({ phase: 'released', heldBytes: 0, embedding: undefined });
   });
@@ -38,7 +38,7 @@ describe('ReqState transitions', () => {
     s.expectReceivers(2);
     const d = s.addDestination(at(1), 'send');
     s.startSend(d);
-    expect(s.requestRelease()).toBe('deferred');
+    expect(s.requestRelease('explicit')).toBe('deferred');
     expect(s.phase).toBe('release-pending');
     expect(s.endEncode()).toBe(false); // a send still runs
     expect(s.ack(d, 16, 9)).toBe(true);

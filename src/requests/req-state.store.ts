@@ -3,7 +3,7 @@ import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import type { Modality } from '../encoder/pipeline/encode-request.schema';
-import { ReqState, type Destination, type StagedEmbedding } from './req-state';
+import { ReqState, type Destination, type ReleaseReason, type StagedEmbedding } from './req-state';
 
 export { ReqState } from './req-state';
 export type { Destination, ReqPhase, StagedEmbedding } from './req-state';
@@ -58,6 +58,8 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
   /** Registrations waiting for an encode to start: req_id → resolvers. */
   private readonly startWaiters = new Map<string, Set<(s: ReqState) => void>>();
   private usedBytes = 0;
+  /** States freed, by reason (epd_encoder_releases_total). */
+  readonly releases: Record<ReleaseReason, number> = { ack: 0, explicit: 0, ttl: 0, error: 0 };
 
   constructor(
     private readonly config: AppConfig,
@@ -163,17 +165,17 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
 
   /** The encode ends; applies a release that was requested while it ran. */
   finishEncode(state: ReqState): void {
-    if (state.endEncode()) this.end(state);
+    if (state.endEncode()) this.end(state, state.releaseReason);
   }
 
   /** ack: `dest` confirmed the delivery; applies a release that was requested while it ran. */
   ack(state: ReqState, dest: Destination, bytes: number): void {
-    if (state.ack(dest, bytes, this.clock.now())) this.end(state);
+    if (state.ack(dest, bytes, this.clock.now())) this.end(state, state.releaseReason);
   }
 
   /** The delivery to `dest` failed; applies a release that was requested while it ran. */
   fail(state: ReqState, dest: Destination, error: string): void {
-    if (state.fail(dest, error, this.clock.now())) this.end(state);
+    if (state.fail(dest, error, this.clock.now())) this.end(state, state.releaseReason);
   }
 
   /**
@@ -182,7 +184,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
    * unknown req_id a tombstone makes a later encode of it fail fast instead of staging
    * what nobody wants.
    */
-  release(reqId: string): ReleaseOutcome {
+  release(reqId: string, reason: 'explicit' | 'ack' = 'explicit'): ReleaseOutcome {
     const state = this.states.get(reqId);
     if (!state) {
       if (this.tombstones.has(reqId)) return 'already-tombstoned';
@@ -194,14 +196,14 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
       );
       return 'tombstoned';
     }
-    if (state.requestRelease() === 'deferred') return 'deferred';
-    this.end(state);
+    if (state.requestRelease(reason) === 'deferred') return 'deferred';
+    this.end(state, reason);
     return 'released';
   }
 
   /** A failed encode: frees the state at once, whatever runs for it. */
   discard(state: ReqState): void {
-    this.end(state);
+    this.end(state, 'error');
   }
 
   /** Releases states idle for longer than EPD_SEND_TIMEOUT_MS and drops expired tombstones. */
@@ -211,7 +213,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
     const expired: string[] = [];
     for (const state of this.states.values()) {
       if (state.idleFor(now, ttl)) {
-        this.end(state); // expire
+        this.end(state, 'ttl');
         expired.push(state.reqId);
       }
     }
@@ -225,9 +227,10 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
   }
 
   /** Applies release or expiry: the state leaves the store and its bytes return to the budget. */
-  private end(state: ReqState): void {
+  private end(state: ReqState, reason: ReleaseReason): void {
     if (this.states.get(state.reqId) !== state) return;
     this.states.delete(state.reqId);
+    this.releases[reason]++;
     this.usedBytes -= state.end();
     boundedSet(
       this.recentlyReleased,
@@ -235,6 +238,16 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
       this.clock.now() + this.config.timeouts.sendTimeoutMs,
       MAX_RECENTLY_RELEASED,
     );
+  }
+
+  /** Age of the oldest staged embedding still held (0 when none); O(states), for scrapes. */
+  oldestStagedAgeMs(): number {
+    let oldest = Infinity;
+    for (const s of this.states.values()) {
+      const at = s.stagedAt;
+      if (at !== undefined && s.embedding && at < oldest) oldest = at;
+    }
+    return oldest === Infinity ? 0 : Math.max(0, this.clock.now() - oldest);
   }
 
   stats(): StagingStats {

@@ -37,6 +37,12 @@ export type Destination = Readonly<DestinationFields>;
  */
 export type ReqPhase = 'encoding' | 'staged' | 'release-pending' | 'released';
 
+/**
+ * Why a state was freed: every receiver acked (ack), a release call or the admin route
+ * (explicit), idle past EPD_SEND_TIMEOUT_MS (ttl), or its encode failed (error).
+ */
+export type ReleaseReason = 'ack' | 'explicit' | 'ttl' | 'error';
+
 /** Distinct destinations one request may have when no receive_count bounds it. */
 export const MAX_DESTINATIONS = 1024;
 
@@ -50,6 +56,8 @@ export const MAX_DESTINATIONS = 1024;
 export class ReqState {
   private staged = false;
   private releasePending = false;
+  private why: ReleaseReason = 'explicit';
+  private stagedAtMs?: number;
   private ended = false;
   private encodes = 1;
   private sends = 0;
@@ -101,6 +109,16 @@ export class ReqState {
     return this.count;
   }
 
+  /** When the embedding was staged (epoch ms); undefined before. */
+  get stagedAt(): number | undefined {
+    return this.stagedAtMs;
+  }
+
+  /** Why a deferred release was asked for (applied when the last encode or send ends). */
+  get releaseReason(): ReleaseReason {
+    return this.why;
+  }
+
   get lastUsedAt(): number {
     return this.used;
   }
@@ -140,6 +158,7 @@ export class ReqState {
     this.held = embedding.bytes;
     this.staging = embedding;
     this.staged = true;
+    this.stagedAtMs = now;
     this.used = now;
     this.settleReady.resolve();
     return delta;
@@ -216,8 +235,9 @@ export class ReqState {
    * release asked for: 'now' when nothing runs for it (the store then ends it), else
    * 'deferred' until the last encode or send ends.
    */
-  requestRelease(): 'now' | 'deferred' {
+  requestRelease(reason: ReleaseReason): 'now' | 'deferred' {
     if (this.encodes > 0 || this.sends > 0) {
+      if (!this.releasePending) this.why = reason;
       this.releasePending = true;
       return 'deferred';
     }

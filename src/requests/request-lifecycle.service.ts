@@ -15,8 +15,9 @@ export class RequestLifecycle {
     private readonly registry: MetaRegistry,
   ) {}
 
-  async release(reqId: string): Promise<ReleaseOutcome> {
-    const outcome = this.states.release(reqId);
+  /** `ack`: every receiver acked (delivery completion); `explicit`: a release call or the admin. */
+  async release(reqId: string, reason: 'explicit' | 'ack' = 'explicit'): Promise<ReleaseOutcome> {
+    const outcome = this.states.release(reqId, reason);
     if (outcome === 'deferred') return outcome;
     const entry = await this.registry.get(reqId);
     if (entry && !('error' in entry.metadata)) await this.registry.discard(reqId);

@@ -18,6 +18,11 @@ export function parseEndpoint(value: string): Endpoint | undefined {
 
 /** Delivers one frame and resolves with the receiver's ack (DI token; TCP in production, fakes in tests). */
 export abstract class EmbeddingTransport {
+  /** Connections (TCP) or sockets (ZMQ) open to receivers. */
+  get openConnections(): number {
+    return 0;
+  }
+
   abstract send(
     endpoint: Endpoint,
     header: FrameHeader,

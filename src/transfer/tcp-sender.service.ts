@@ -154,7 +154,7 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     return conn.send(header, payload, Math.max(1, deadline - Date.now()), signal);
   }
 
-  get openConnections(): number {
+  override get openConnections(): number {
     return this.pool.size;
   }
 

@@ -3,10 +3,9 @@ import { Errors } from '../../common/errors/error-catalogue';
 import { AppConfig } from '../../config/app-config';
 import { ProfilerService } from '../../profiling/profiler.service';
 import type { Modality } from './encode-request.schema';
-import type { StageTimings } from './encode-response';
-import { EncoderMetrics } from './encoder.metrics';
+import { EncoderMetrics, type EncodeOutcome, type EncodeReport } from './encoder.metrics';
 
-export type EncodeOutcome = 'success' | 'error' | 'rejected';
+export type { EncodeOutcome } from './encoder.metrics';
 
 /**
  * What the encode pipeline reports about itself: admission against EPD_MAX_PENDING
@@ -21,7 +20,9 @@ export class EncodeAdmission {
     private readonly config: AppConfig,
     private readonly metrics: EncoderMetrics,
     private readonly profiler: ProfilerService,
-  ) {}
+  ) {
+    metrics.pendingFrom(() => this.pending);
+  }
 
   /** Requests admitted and not yet answered. */
   get pendingRequests(): number {
@@ -32,18 +33,18 @@ export class EncodeAdmission {
   admit(modality: Modality, reqId: string): void {
     const max = this.config.encoder.maxPending;
     if (this.pending >= max) {
-      this.metrics.request(modality, 'rejected');
-      throw Errors.atCapacity(this.pending, max, reqId);
+      const error = Errors.atCapacity(this.pending, max, reqId);
+      this.metrics.request(modality, 'rejected', { error });
+      throw error;
     }
     this.pending++;
     this.metrics.received(modality);
   }
 
   /** An admitted request was answered: `rejected` when it never began (a 409 at begin). */
-  settle(modality: Modality, outcome: EncodeOutcome, timings?: StageTimings): void {
+  settle(modality: Modality, outcome: EncodeOutcome, report?: EncodeReport): void {
     this.pending--;
-    this.metrics.request(modality, outcome);
-    if (timings) this.metrics.timings(modality, timings);
+    this.metrics.request(modality, outcome, report);
     if (outcome === 'success') this.profiler.step();
   }
 }

@@ -47,19 +47,26 @@ export const encodeRequestSchema = z
     {
       // The same schema as every other route: an id no route could release must not be staged.
       req_id: reqIdSchema,
-      modality: z.string({ error: 'missing or invalid modality' }).transform((m, ctx) => {
-        const lower = m.toLowerCase();
-        if ((MODALITIES as readonly string[]).includes(lower)) return lower as Modality;
-        ctx.addIssue({ code: 'custom', message: `unsupported modality: ${m}` });
-        return z.NEVER;
-      }),
+      modality: z
+        .string({ error: 'missing or invalid modality' })
+        .describe('image, video or audio (any case)')
+        .transform((m, ctx) => {
+          const lower = m.toLowerCase();
+          if ((MODALITIES as readonly string[]).includes(lower)) return lower as Modality;
+          ctx.addIssue({ code: 'custom', message: `unsupported modality: ${m}` });
+          return z.NEVER;
+        }),
       mm_items: z
         .array(mediaItem, { error: 'missing or empty mm_items' })
-        .min(1, 'missing or empty mm_items'),
+        .min(1, 'missing or empty mm_items')
+        .describe(
+          'data URI, bare base64, an allowed URL or a path under EPD_MEDIA_ROOT; or {url, content_hash?}',
+        ),
       num_parts: z
         .unknown()
-        .refine((v) => isInt(v) && v > 0, 'num_parts must be a positive integer'),
-      part_idx: z.unknown(),
+        .refine((v) => isInt(v) && v > 0, 'num_parts must be a positive integer')
+        .describe('positive integer: parts the receiver assembles'),
+      part_idx: z.unknown().describe('integer in [0, num_parts)'),
       hashes: z
         .unknown()
         .refine(
@@ -70,16 +77,21 @@ export const encodeRequestSchema = z
             ['string', 'number'].includes(typeof v),
           { error: (iss) => `hashes must be list/scalar, got ${pyType(iss.input)}` },
         )
-        .optional(),
+        .optional()
+        .describe("SGLang's per-item hashes; cache keys with EPD_CACHE_TRUST_CLIENT_HASH"),
       /** With EPD_CACHE_TRUST_CLIENT_HASH: the scope of the caller's hashes as cache keys. */
       cache_namespace: z
         .string()
         .regex(/^[\w.:-]{1,128}$/, 'cache_namespace must be 1-128 of [A-Za-z0-9_.:-]')
-        .optional(),
-      prefill_host: z.string().min(1).nullish(),
-      embedding_port: z.union([port, z.array(port).max(MAX_TARGET_PORTS)]).nullish(),
-      timeout_ms: z.number().int().positive().optional(),
-      deadline_ms: z.number().int().positive().optional(),
+        .optional()
+        .describe("scope of the caller's hashes as cache keys"),
+      prefill_host: z.string().min(1).nullish().describe('push the embedding to this receiver'),
+      embedding_port: z
+        .union([port, z.array(port).max(MAX_TARGET_PORTS)])
+        .nullish()
+        .describe("the receiver's port (a list: one receiver per port)"),
+      timeout_ms: z.number().int().positive().optional().describe('relative deadline'),
+      deadline_ms: z.number().int().positive().optional().describe('absolute deadline, epoch ms'),
     },
     { error: (iss) => `request is not a dict: ${pyType(iss.input)}` },
   )

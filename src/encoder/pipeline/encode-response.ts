@@ -3,7 +3,7 @@ import { destinationViewSchema } from '../../delivery/delivery.schema';
 
 const ms = z.number().nonnegative();
 
-/** Per-stage timings of one encode, in every reply and in `epd_encoder_stage_seconds`. */
+/** Per-stage timings of one encode, in every reply and in the `epd_encoder_*_seconds` histograms. */
 export const stageTimingsSchema = z.object({
   queue_ms: ms,
   load_ms: ms,

@@ -110,6 +110,7 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
       kind: pre.kind,
       fusable: req.modality !== 'video',
       part: forwardPart(pre),
+      items: size.itemTokens.length,
       deadline,
       cancelled,
     });

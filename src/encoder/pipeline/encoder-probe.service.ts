@@ -76,6 +76,7 @@ export class EncoderProbe {
       kind: pre.kind,
       fusable: true,
       part: forwardPart(pre),
+      items: 1,
       deadline,
       priority: true,
     });

@@ -1,23 +1,30 @@
 import { Injectable } from '@nestjs/common';
-import { Counter, Gauge, Histogram } from 'prom-client';
+import type { Counter, Histogram } from 'prom-client';
+import { MMError } from '../../common/errors/mm-error';
+import { TOKEN_BUCKETS, type MetricName } from '../../metrics/catalogue';
 import { OwnedMetrics } from '../../metrics/owned-metrics';
+import { ReqStateStore } from '../../requests/req-state.store';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import type { Modality } from './encode-request.schema';
 import type { StageTimings } from './encode-response';
-import { ReqStateStore } from '../../requests/req-state.store';
 
-const STAGES = [
-  'load',
-  'plan',
-  'preprocess_wait',
-  'preprocess',
-  'queue',
-  'forward',
-  'stage',
-  'total',
-] as const;
+type TimedStage =
+  'load' | 'plan' | 'preprocess_wait' | 'preprocess' | 'queue' | 'forward' | 'stage' | 'total';
 
-const MODEL_STAGES: ReadonlySet<string> = new Set([
+/** Each timing of the reply, and the histogram it feeds. */
+const STAGES: readonly [TimedStage, MetricName][] = [
+  ['load', 'epd_encoder_load_seconds'],
+  ['plan', 'epd_encoder_plan_seconds'],
+  ['preprocess_wait', 'epd_encoder_preprocess_wait_seconds'],
+  ['preprocess', 'epd_encoder_preprocess_seconds'],
+  ['queue', 'epd_encoder_queue_wait_seconds'],
+  ['forward', 'epd_encoder_forward_seconds'],
+  ['stage', 'epd_encoder_stage_seconds'],
+  ['total', 'epd_encoder_request_e2e_latency_seconds'],
+];
+
+/** Stages that do not run for a request served whole from the cache. */
+const MODEL_STAGES: ReadonlySet<TimedStage> = new Set([
   'plan',
   'preprocess_wait',
   'preprocess',
@@ -25,94 +32,85 @@ const MODEL_STAGES: ReadonlySet<string> = new Set([
   'forward',
 ]);
 
-/** Encoder metrics (SGLang's families, `epd_` prefixed). Health probes are not counted. */
+/** Refusals for capacity or state, counted apart from failures. */
+const REJECTION_CODES: ReadonlySet<number> = new Set([409, 503, 507]);
+
+/** An error's `type` as a label: the catalogue's keys, or `other` for anything unexpected. */
+export function errorType(err: unknown): string {
+  if (!(err instanceof MMError)) return 'internal';
+  return /^[a-z][a-z0-9_]{0,47}$/.test(err.type) ? err.type : 'other';
+}
+
+export type EncodeOutcome = 'success' | 'error' | 'rejected';
+
+/** What an answered encode reports: timings and sizes on success, the error otherwise. */
+export interface EncodeReport {
+  timings?: StageTimings;
+  items?: number;
+  tokens?: number;
+  error?: unknown;
+}
+
+/**
+ * Encoder metrics (catalogue.ts; SGLang's families, `epd_encoder_` prefixed): counters and
+ * histograms fed as each request ends, gauges read at scrape time. Health probes are not
+ * counted.
+ */
 @Injectable()
 export class EncoderMetrics extends OwnedMetrics {
-  private readonly receivedTotal: Counter<'modality'>;
-  private readonly requestsTotal: Counter<'modality' | 'status'>;
-  private readonly stageSeconds: Histogram<'modality' | 'stage'>;
+  private readonly receivedTotal: Counter;
+  private readonly requestsTotal: Counter;
+  private readonly rejectionsTotal: Counter;
+  private readonly stageSeconds: [TimedStage, Histogram][];
+  private readonly itemsPerRequest: Histogram;
+  private readonly tokensPerRequest: Histogram;
 
   constructor(scheduler: EncodeScheduler, states: ReqStateStore) {
     super();
-    this.receivedTotal = this.own(
-      new Counter({
-        name: 'epd_encoder_requests_received_total',
-        help: 'Encode requests admitted',
-        labelNames: ['modality'],
-      }),
-    );
-    this.requestsTotal = this.own(
-      new Counter({
-        name: 'epd_encoder_requests_total',
-        help: 'Encode outcomes (success, error, rejected at admission)',
-        labelNames: ['modality', 'status'],
-      }),
-    );
-    this.stageSeconds = this.own(
-      new Histogram({
-        name: 'epd_encoder_stage_seconds',
-        help: 'Per-stage encode latency: media load, preprocess pool wait, preprocess, forward queue wait, forward, stage, total',
-        labelNames: ['modality', 'stage'],
-        buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      }),
-    );
-    const seen: Record<string, number> = {};
-    this.own(
-      new Counter({
-        name: 'epd_encoder_forwards_total',
-        help: 'Model forwards by the number of requests fused into them',
-        labelNames: ['batch_size'],
-        collect() {
-          for (const [size, count] of Object.entries(scheduler.stats().batchSizes)) {
-            const delta = count - (seen[size] ?? 0);
-            if (delta > 0) this.inc({ batch_size: size }, delta);
-            seen[size] = count;
-          }
-        },
-      }),
-    );
-    this.own(
-      new Gauge({
-        name: 'epd_encoder_queue_depth',
-        help: 'Preprocessed requests waiting for a forward',
-        collect() {
-          this.set(scheduler.stats().queued);
-        },
-      }),
-    );
-    this.own(
-      new Gauge({
-        name: 'epd_encoder_staged_bytes',
-        help: 'Bytes held against EPD_STAGING_MAX_BYTES (reserved and staged)',
-        collect() {
-          this.set(states.stats().usedBytes);
-        },
-      }),
-    );
-    this.own(
-      new Gauge({
-        name: 'epd_encoder_active_requests',
-        help: 'Requests with state on this worker (encoding or staged)',
-        collect() {
-          this.set(states.stats().states);
-        },
-      }),
-    );
+    this.receivedTotal = this.counter('epd_encoder_requests_received_total');
+    this.requestsTotal = this.counter('epd_encoder_requests_total');
+    this.rejectionsTotal = this.counter('epd_encoder_rejections_total');
+    this.stageSeconds = STAGES.map(([stage, name]) => [stage, this.histogram(name)]);
+    this.itemsPerRequest = this.countHistogram('epd_encoder_mm_items_per_request');
+    this.tokensPerRequest = this.histogram('epd_encoder_tokens_per_request', TOKEN_BUCKETS);
+    const itemsPerBatch = this.countHistogram('epd_encoder_mm_items_per_batch');
+    const requestsPerBatch = this.countHistogram('epd_encoder_requests_per_batch');
+    scheduler.observeForwards((requests, items) => {
+      requestsPerBatch.observe(requests);
+      itemsPerBatch.observe(items);
+    });
+    this.gauge('epd_encoder_queue_depth', () => scheduler.stats().queued);
+    this.gauge('epd_encoder_staged_bytes', () => states.stats().usedBytes);
+    this.gauge('epd_encoder_staged_oldest_age_seconds', () => states.oldestStagedAgeMs() / 1000);
+    this.gauge('epd_encoder_active_requests', () => states.stats().states);
+    this.ownTotals('epd_encoder_releases_total', () => states.releases);
+  }
+
+  /** Reads EPD_MAX_PENDING's count at scrape time (the admission owns it). */
+  pendingFrom(read: () => number): void {
+    this.gauge('epd_encoder_pending_requests', read);
   }
 
   received(modality: Modality): void {
     this.receivedTotal.inc({ modality });
   }
 
-  request(modality: Modality, status: 'success' | 'error' | 'rejected'): void {
-    this.requestsTotal.inc({ modality, status });
-  }
-
-  timings(modality: Modality, t: StageTimings): void {
-    for (const stage of STAGES) {
-      // Served from the cache: the model stages did not run, and are not 0 s samples.
-      if (t.batch_size === 0 && MODEL_STAGES.has(stage)) continue;
-      this.stageSeconds.observe({ modality, stage }, t[`${stage}_ms`] / 1000);
+  request(modality: Modality, outcome: EncodeOutcome, report: EncodeReport = {}): void {
+    const type = outcome === 'success' ? 'none' : errorType(report.error);
+    this.requestsTotal.inc({ modality, status: outcome, type });
+    const code = report.error instanceof MMError ? report.error.code : 500;
+    if (outcome !== 'success' && REJECTION_CODES.has(code))
+      this.rejectionsTotal.inc({ code: String(code), type });
+    if (outcome !== 'success') return;
+    const t = report.timings;
+    if (t) {
+      for (const [stage, histogram] of this.stageSeconds) {
+        // Served from the cache: the model stages did not run, and are not 0 s samples.
+        if (t.batch_size === 0 && MODEL_STAGES.has(stage)) continue;
+        histogram.observe({ modality }, t[`${stage}_ms`] / 1000);
+      }
     }
+    if (report.items !== undefined) this.itemsPerRequest.observe({ modality }, report.items);
+    if (report.tokens !== undefined) this.tokensPerRequest.observe({ modality }, report.tokens);
   }
 }

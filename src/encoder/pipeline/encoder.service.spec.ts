@@ -124,7 +124,7 @@ function wire(
     ({
       received: () => undefined,
       request: () => undefined,
-      timings: () => undefined,
+      pendingFrom: () => undefined,
     } as unknown as EncoderMetrics);
   const loader = { load: () => Promise.resolve(Buffer.from('png')) } as unknown as MediaLoader;
   const admission = new EncodeAdmission(config, metrics, {

@@ -6,6 +6,7 @@ import { DeliveryService } from '../../delivery/delivery.service';
 import { MetaRegistry } from '../../meta-registry/meta-registry.service';
 import { ReqStateStore, type ReqState } from '../../requests/req-state.store';
 import { EncodeAdmission, type EncodeOutcome } from './encode-admission.service';
+import type { EncodeReport } from './encoder.metrics';
 import type { Endpoint } from '../../transfer/embedding-transport';
 import type { EncodeRequest } from './encode-request.schema';
 import type { EncodeResponse, StageTimings } from './encode-response';
@@ -140,20 +141,28 @@ export class EncoderService {
     try {
       state = this.states.begin(req.req_id, req.modality, req.part_idx, req.num_parts);
     } catch (err) {
-      this.admission.settle(req.modality, 'rejected');
+      this.admission.settle(req.modality, 'rejected', { error: err });
       if (tombstoned && err instanceof MMError) await this.publishError(req, err.message);
       throw err;
     }
     let outcome: EncodeOutcome = 'error';
-    let timings: StageTimings | undefined;
+    let report: EncodeReport = {};
     try {
       const response = await this.pipeline(req, state, deadline, started);
       outcome = 'success';
-      timings = response.timings;
+      report = {
+        timings: response.timings,
+        items: req.mm_items.length,
+        tokens: response.embedding_len,
+      };
       return response;
     } catch (caught) {
-      if (caught instanceof DeliveryFailedAfterStage) throw caught.error;
+      if (caught instanceof DeliveryFailedAfterStage) {
+        report = { error: caught.error };
+        throw caught.error;
+      }
       const err = caught;
+      report = { error: err };
       const message = err instanceof MMError ? err.message : 'internal error';
       const code = err instanceof MMError ? err.code : 500;
       await Promise.all([
@@ -166,7 +175,7 @@ export class EncoderService {
       throw err;
     } finally {
       this.states.finishEncode(state);
-      this.admission.settle(req.modality, outcome, timings);
+      this.admission.settle(req.modality, outcome, report);
     }
   }
 

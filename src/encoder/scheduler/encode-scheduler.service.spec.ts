@@ -59,6 +59,7 @@ describe('EncodeScheduler', () => {
     kind: 'vision',
     fusable: true,
     part: { data: new Float32Array(4), rows: 4, grids: [[1, 2, 2]], windowTokens: [], tokens: 1 },
+    items: 1,
     deadline: Date.now() + 60_000,
     ...over,
   });

@@ -21,6 +21,8 @@ export interface JobSpec {
   /** Images and audio fuse with their neighbours; video runs alone. */
   fusable: boolean;
   part: ForwardPart;
+  /** Media items in the part (for epd_encoder_mm_items_per_batch). */
+  items: number;
   /** Epoch ms after which the work is skipped with 504 "encoder batch timed out". */
   deadline: number;
   /** Health probes jump the queue. */
@@ -34,6 +36,9 @@ interface Job extends JobSpec {
   resolve(r: ScheduledResult): void;
   reject(e: unknown): void;
 }
+
+/** Told of each forward: the requests and the media items fused into it (probes aside). */
+export type ForwardObserver = (requests: number, items: number) => void;
 
 export interface SchedulerStats {
   queued: number;
@@ -69,6 +74,7 @@ export class EncodeScheduler {
       lastBatchCompletedAt: null,
     };
   private readonly dtype: StagingDtype;
+  private observer?: ForwardObserver;
 
   constructor(
     private readonly backend: EncoderBackend,
@@ -85,6 +91,11 @@ export class EncodeScheduler {
       else this.queue.push(job);
       this.pump();
     });
+  }
+
+  /** One observer (the metrics), told of every forward that ran. */
+  observeForwards(observer: ForwardObserver): void {
+    this.observer = observer;
   }
 
   get busy(): boolean {
@@ -194,6 +205,17 @@ export class EncodeScheduler {
       dtype: this.dtype,
     });
     this.stats_.batchSizes[batch.length] = (this.stats_.batchSizes[batch.length] ?? 0) + 1;
+    if (this.observer) {
+      // Health probes ride along (priority jobs) but are not traffic.
+      let requests = 0;
+      let items = 0;
+      for (const j of batch) {
+        if (j.priority) continue;
+        requests++;
+        items += j.items;
+      }
+      if (requests > 0) this.observer(requests, items);
+    }
     batch.forEach((job, i) =>
       job.resolve({
         output: result.outputs[i]!,

@@ -40,7 +40,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     this.sweepTimer.unref();
   }
 
-  get openSockets(): number {
+  override get openConnections(): number {
     return this.sockets.size;
   }
 

@@ -45,9 +45,9 @@ describe('ZmqEmbeddingSender (real ZMQ sockets on loopback)', () => {
       expect(meta!.subarray(0, 2)).toEqual(Buffer.from([0x80, 2])); // pickle protocol 2
       expect(new Float32Array(new Uint8Array(bytes!).buffer)).toEqual(new Float32Array([1.5, -2]));
     }
-    expect(s.openSockets).toBe(1);
+    expect(s.openConnections).toBe(1);
     s.onModuleDestroy();
-    expect(s.openSockets).toBe(0);
+    expect(s.openConnections).toBe(0);
   });
 
   it('sends one frame for an error', async () => {
@@ -87,9 +87,9 @@ describe('ZmqEmbeddingSender (real ZMQ sockets on loopback)', () => {
           Date.now() + 5000,
         );
       }
-      expect(s.openSockets).toBe(2);
+      expect(s.openConnections).toBe(2);
       jest.advanceTimersByTime(2500); // two sweeps: the first finds them exactly 1000 ms idle
-      expect(s.openSockets).toBe(0);
+      expect(s.openConnections).toBe(0);
       s.onModuleDestroy();
     } finally {
       jest.useRealTimers();

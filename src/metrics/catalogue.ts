@@ -1,0 +1,345 @@
+/**
+ * Every Prometheus family the service exports: its type, labels, help, and the SGLang
+ * family it replaces (SGLang's encoder server ships `sglang:encoder_*`). The metric
+ * providers take their name, help and labels from here (`family()`), docs/metrics.md is
+ * generated from it, and an e2e test checks that a running app exports exactly these.
+ *
+ * Labels are bounded sets: modality, stage, status, error `type` (the catalogue in
+ * error-catalogue.ts), outcome, reason, dp_rank (< EPD_DP_SIZE). Never a req_id or a URL.
+ */
+
+export type MetricType = 'counter' | 'gauge' | 'histogram';
+
+export interface MetricSpec {
+  readonly type: MetricType;
+  readonly help: string;
+  readonly labels: readonly string[];
+  /** The SGLang family this one replaces, or how it relates to SGLang's. */
+  readonly sglang?: string;
+  /** Which deployments export it (default: every process). */
+  readonly only?: string;
+}
+
+/** Seconds: 0.5 ms to 30 s, for stages from a registry wait to a video forward. */
+export const LATENCY_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+];
+/** Items and requests per batch or request (EPD_MAX_ITEMS is 32 by default). */
+export const COUNT_BUCKETS = [1, 2, 4, 8, 16, 32, 64];
+/** Tokens per request: one small image (4) to Qwen2-VL's largest (16384). */
+export const TOKEN_BUCKETS = [16, 64, 256, 1024, 4096, 16384];
+
+const modality = ['modality'] as const;
+
+const spec = <const T extends Record<string, MetricSpec>>(m: T) => m;
+
+export const METRICS = spec({
+  // --- Encode requests ----------------------------------------------------------------
+  epd_encoder_requests_received_total: {
+    type: 'counter',
+    help: 'Encode requests admitted (past EPD_MAX_PENDING)',
+    labels: modality,
+    sglang: 'sglang:encoder_requests_received_total',
+  },
+  epd_encoder_requests_total: {
+    type: 'counter',
+    help: 'Encode outcomes: status success, error (type = the error type of the reply) or rejected (at admission: at_capacity, or a 409 at begin)',
+    labels: ['modality', 'status', 'type'],
+    sglang:
+      'sglang:encoder_requests_total (status success/error; ours adds rejected and the error type)',
+  },
+  epd_encoder_rejections_total: {
+    type: 'counter',
+    help: 'Encode requests refused for capacity or state: 409 (duplicate or released req_id), 503 (at_capacity), 507 (staging_full), by HTTP code and error type',
+    labels: ['code', 'type'],
+    sglang: 'none (SGLang counts these as errors, or drops them)',
+  },
+  epd_encoder_pending_requests: {
+    type: 'gauge',
+    help: 'Encode requests admitted and not yet answered (bounded by EPD_MAX_PENDING)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_active_requests: {
+    type: 'gauge',
+    help: 'Requests with state in this process (encoding or staged)',
+    labels: [],
+    sglang: 'none',
+  },
+  // --- Stage latencies -------------------------------------------------------------------
+  epd_encoder_load_seconds: {
+    type: 'histogram',
+    help: 'Media load: fetch or read, and decode-free validation of every item',
+    labels: modality,
+    sglang: 'part of sglang:encoder_preprocess_seconds (SGLang times load and processor together)',
+  },
+  epd_encoder_plan_seconds: {
+    type: 'histogram',
+    help: 'Reading the media headers (caps and staging reservation), including the wait for a worker thread',
+    labels: modality,
+    sglang: 'part of sglang:encoder_preprocess_seconds',
+  },
+  epd_encoder_preprocess_wait_seconds: {
+    type: 'histogram',
+    help: 'Waiting for a free preprocessing thread (EPD_PREPROCESS_THREADS)',
+    labels: modality,
+    sglang: 'none',
+  },
+  epd_encoder_preprocess_seconds: {
+    type: 'histogram',
+    help: 'Decode, resize and normalize into the patch grid',
+    labels: modality,
+    sglang: 'sglang:encoder_preprocess_seconds (without the load)',
+  },
+  epd_encoder_queue_wait_seconds: {
+    type: 'histogram',
+    help: 'Waiting for the batched forward, from preprocessed to the forward starting',
+    labels: modality,
+    sglang: 'sglang:encoder_queue_wait_seconds',
+  },
+  epd_encoder_forward_seconds: {
+    type: 'histogram',
+    help: 'The model forward that carried the request',
+    labels: modality,
+    sglang: 'sglang:encoder_model_forward_seconds',
+  },
+  epd_encoder_stage_seconds: {
+    type: 'histogram',
+    help: 'Staging the embedding and publishing its final metadata',
+    labels: modality,
+    sglang: 'none',
+  },
+  epd_encoder_request_e2e_latency_seconds: {
+    type: 'histogram',
+    help: 'Encode request end to end, from arrival to the reply (including pushes named in the request)',
+    labels: modality,
+    sglang: 'sglang:encoder_request_e2e_latency_seconds',
+  },
+  // --- Sizes -----------------------------------------------------------------------------
+  epd_encoder_mm_items_per_batch: {
+    type: 'histogram',
+    help: 'Media items fused into one model forward',
+    labels: [],
+    sglang: 'sglang:encoder_mm_items_per_batch',
+  },
+  epd_encoder_requests_per_batch: {
+    type: 'histogram',
+    help: 'Requests fused into one model forward (_count: forwards run)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_mm_items_per_request: {
+    type: 'histogram',
+    help: 'Media items per successful encode request',
+    labels: modality,
+    sglang: 'sglang:encoder_mm_items_per_request',
+  },
+  epd_encoder_tokens_per_request: {
+    type: 'histogram',
+    help: 'Embedding tokens (embedding_len) per successful encode request',
+    labels: modality,
+    sglang: 'none',
+  },
+  // --- Forward queue and staging --------------------------------------------------------
+  epd_encoder_queue_depth: {
+    type: 'gauge',
+    help: 'Preprocessed requests waiting for a forward',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_staged_bytes: {
+    type: 'gauge',
+    help: 'Bytes held against EPD_STAGING_MAX_BYTES (reserved and staged)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_staged_oldest_age_seconds: {
+    type: 'gauge',
+    help: 'Age of the oldest staged embedding not yet released (0 when none): a receiver that never fetches shows here long before EPD_SEND_TIMEOUT_MS',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_releases_total: {
+    type: 'counter',
+    help: 'Request states freed, by reason: ack (every receiver acked), explicit (release call or admin), ttl (idle past EPD_SEND_TIMEOUT_MS), error (the encode failed)',
+    labels: ['reason'],
+    sglang: 'none',
+  },
+  // --- Metadata registry ----------------------------------------------------------------
+  epd_encoder_registry_entries: {
+    type: 'gauge',
+    help: 'Published metadata entries held by the registry',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_registry_waiters: {
+    type: 'gauge',
+    help: 'Pending metadata waits',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_registry_oldest_entry_age_seconds: {
+    type: 'gauge',
+    help: 'Age of the oldest published entry (0 when none)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_registry_events_total: {
+    type: 'counter',
+    help: 'Registry events: publish, error_publish ({error} metadata), wait (started), resolved, timeout (504), cancelled, rejected (bound reached or shutting down), failed (shutdown or store error), discard (release or admin), expired (TTL sweep)',
+    labels: ['event'],
+    sglang: 'none',
+  },
+  epd_encoder_wait_metadata_total: {
+    type: 'counter',
+    help: 'wait_metadata calls (NATS and HTTP) by outcome: ok, timeout (504 encode metadata not ready), error (an {error} entry, embedding lost, or a refusal), cancelled (the caller went away)',
+    labels: ['outcome'],
+    sglang: 'none (SGLang has no metric for the metadata wait)',
+  },
+  epd_encoder_wait_metadata_seconds: {
+    type: 'histogram',
+    help: 'wait_metadata latency by outcome, from the call to its answer',
+    labels: ['outcome'],
+    sglang: 'none',
+  },
+  // --- Data plane ------------------------------------------------------------------------
+  epd_encoder_sends_total: {
+    type: 'counter',
+    help: "Embedding deliveries to a receiver by outcome: acked (the receiver's ack came back) or failed",
+    labels: ['outcome'],
+    sglang: 'none',
+  },
+  epd_encoder_send_seconds: {
+    type: 'histogram',
+    help: "One delivery, from the frame's first byte to the receiver's ack, by backend (tcp or zmq)",
+    labels: ['backend'],
+    sglang: 'sglang:encoder_transfer_seconds',
+  },
+  epd_encoder_sent_bytes_total: {
+    type: 'counter',
+    help: 'Embedding bytes delivered and acked',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_transfer_connections: {
+    type: 'gauge',
+    help: 'Data-plane connections (TCP) or sockets (ZMQ) open to receivers',
+    labels: [],
+    sglang: 'none',
+  },
+  // --- NATS calls --------------------------------------------------------------------------
+  epd_encoder_nats_shed_total: {
+    type: 'counter',
+    help: 'NATS calls answered 503 overloaded at once because the queue ahead of them was longer than EPD_OVERLOAD_QUEUE_MS, by dp_type',
+    labels: ['dp_type'],
+    sglang: 'none',
+  },
+  epd_encoder_nats_queue_depth: {
+    type: 'gauge',
+    help: 'NATS calls received and waiting for their handler',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_nats_queue_oldest_seconds: {
+    type: 'gauge',
+    help: 'How long the oldest NATS call waiting for its handler has waited',
+    labels: [],
+    sglang: 'none',
+  },
+  // --- Instances and owner routing --------------------------------------------------------
+  epd_encoder_owner_routing_total: {
+    type: 'counter',
+    help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), or refused because the owner is gone (owner_gone)',
+    labels: ['outcome'],
+    sglang: 'none',
+  },
+  epd_encoder_instances_alive: {
+    type: 'gauge',
+    help: 'Instances in the roster with a heartbeat in the last three beats (this one included; 1 without a shared store)',
+    labels: [],
+    sglang: 'none',
+  },
+  // --- DP workers ---------------------------------------------------------------------------
+  epd_encoder_dp_workers: {
+    type: 'gauge',
+    help: 'DP worker processes by state: alive (ready for calls) or down',
+    labels: ['state'],
+    sglang: 'none',
+    only: 'DP supervisor (EPD_DP_SIZE > 1)',
+  },
+  epd_encoder_dp_pending_requests: {
+    type: 'gauge',
+    help: 'Calls in flight from the supervisor to each DP worker (encodes and control calls)',
+    labels: ['dp_rank'],
+    sglang: 'sglang:encoder_dp_pending_requests',
+    only: 'DP supervisor (EPD_DP_SIZE > 1)',
+  },
+  epd_encoder_dp_dispatched_total: {
+    type: 'counter',
+    help: 'Calls the supervisor sent to each DP worker',
+    labels: ['dp_rank'],
+    sglang: 'none',
+    only: 'DP supervisor (EPD_DP_SIZE > 1)',
+  },
+  epd_encoder_dp_worker_restarts_total: {
+    type: 'counter',
+    help: 'DP worker respawns after a death',
+    labels: ['dp_rank'],
+    sglang: 'none',
+    only: 'DP supervisor (EPD_DP_SIZE > 1)',
+  },
+  // --- Embedding cache ------------------------------------------------------------------------
+  epd_encoder_cache_lookups_total: {
+    type: 'counter',
+    help: 'Cache lookups per unit (an image, or a whole video or audio request) by outcome: hit, miss (encoded here), join (another request of this process was encoding it), remote_join (another process owned it: its rows were fetched)',
+    labels: ['outcome'],
+    sglang: 'sglang:encoder_cache_hit_files_total / sglang:encoder_cache_total_files_total',
+    only: 'EPD_CACHE_MAX_BYTES > 0',
+  },
+  epd_encoder_cache_claim_takeovers_total: {
+    type: 'counter',
+    help: 'Claims taken over from an owner that was gone, silent for a lease, or no longer had the entry (that unit was encoded here)',
+    labels: [],
+    sglang: 'none',
+    only: 'EPD_CACHE_MAX_BYTES > 0',
+  },
+  epd_encoder_cache_peer_fetches_total: {
+    type: 'counter',
+    help: 'Rows moved between processes for single flight: served (to a joiner elsewhere), fetched (from an owner elsewhere), unusable (the owner could not serve)',
+    labels: ['outcome'],
+    sglang: 'none',
+    only: 'EPD_CACHE_MAX_BYTES > 0',
+  },
+  epd_encoder_cache_evictions_total: {
+    type: 'counter',
+    help: 'Entries evicted to keep the cache within EPD_CACHE_MAX_BYTES',
+    labels: [],
+    sglang: 'sglang:encoder_cache_evictions_total',
+    only: 'EPD_CACHE_MAX_BYTES > 0',
+  },
+  epd_encoder_cache_bytes: {
+    type: 'gauge',
+    help: 'Bytes of cached embeddings (EPD_CACHE_MAX_BYTES bounds it)',
+    labels: [],
+    sglang: 'sglang:encoder_cache_size_mb (ours in bytes)',
+    only: 'EPD_CACHE_MAX_BYTES > 0',
+  },
+  epd_encoder_cache_entries: {
+    type: 'gauge',
+    help: 'Cached embeddings',
+    labels: [],
+    sglang: 'sglang:encoder_cache_entries',
+    only: 'EPD_CACHE_MAX_BYTES > 0',
+  },
+});
+
+export type MetricName = keyof typeof METRICS;
+type LabelsOf<N extends MetricName> = (typeof METRICS)[N]['labels'][number];
+
+/** The name, help and label names of a catalogued family, for prom-client's constructors. */
+export function family<N extends MetricName>(
+  name: N,
+): { name: N; help: string; labelNames: readonly LabelsOf<N>[] } {
+  const m: MetricSpec = METRICS[name];
+  return { name, help: m.help, labelNames: m.labels as readonly LabelsOf<N>[] };
+}
