@@ -15,6 +15,7 @@ import { ProfilingModule } from './profiling/profiling.module';
 import { RequestsModule } from './requests/requests.module';
 import { SglangModule } from './sglang/sglang.module';
 import { TransportModule } from './transport/transport.module';
+import { TracingFlush } from './tracing/tracing.lifecycle';
 
 /**
  * The whole service, on a config loaded once by whoever creates it (main.ts or a test).
@@ -44,6 +45,7 @@ export class AppModule {
         MetricsModule.for(role),
         SglangModule,
       ],
+      providers: [TracingFlush],
     };
   }
 }

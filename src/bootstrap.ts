@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+import { contextFromHttp, tracingEnabled, withContext } from './tracing/tracing';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { INestApplication } from '@nestjs/common';
@@ -22,6 +24,12 @@ export function configureApp(
 ): void {
   app.useLogger(app.get(Logger));
   // Create the app with `bodyParser: false`: this parser replaces Nest's default one.
+  // With tracing on, a caller's `traceparent` header parents the request's spans.
+  if (tracingEnabled()) {
+    app.use((req: IncomingMessage, _res: unknown, next: () => void) =>
+      withContext(contextFromHttp(req.headers), next),
+    );
+  }
   app.use(jsonBody(app.get(AppConfig).http.maxBodyBytes));
   app.connectMicroservice<CustomStrategy>(
     { strategy: app.get(EpdNatsServer) },

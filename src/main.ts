@@ -9,6 +9,7 @@ import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
 import { dpRole } from './config/app-config';
+import { startTracing } from './tracing/tracing';
 
 async function main(): Promise<void> {
   let loaded;
@@ -19,6 +20,17 @@ async function main(): Promise<void> {
     process.stderr.write(`epd-encoder: ${err.message}\n`);
     process.exit(78); // EX_CONFIG
   }
+
+  // OTEL_* variables turn tracing on (off by default); started before the app so that the
+  // context manager is in place for its first request.
+  const role = dpRole(loaded.config);
+  startTracing({
+    attributes: {
+      'service.instance.id': loaded.config.instance.id,
+      'epd.role': role,
+      ...(role === 'worker' ? { 'epd.dp_rank': loaded.config.encoder.dpRank } : {}),
+    },
+  });
 
   const app = await NestFactory.create(AppModule.withConfig(loaded.config), {
     bufferLogs: true,
@@ -36,7 +48,6 @@ async function main(): Promise<void> {
     setTimeout(() => process.exit(1), config.shutdown.graceMs + 500).unref();
   });
 
-  const role = dpRole(config);
   // A model that breaks the contract is a configuration error: refuse to serve with it.
   // (A DP supervisor has no model: its workers each check theirs.)
   if (role !== 'supervisor') {

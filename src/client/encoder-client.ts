@@ -1,5 +1,7 @@
+import { context, propagation } from '@opentelemetry/api';
 import {
   connect,
+  headers as natsHeaders,
   errors as natsErrors,
   type NatsConnection,
   type ConnectionOptions,
@@ -13,6 +15,20 @@ import type {
   WaitMetadataResponse,
 } from '../meta-registry/meta.schema';
 import { DpType, subjectFor } from '../transport/subjects';
+
+/**
+ * The caller's trace context (W3C `traceparent`, `tracestate`) as NATS headers, when the
+ * application runs OpenTelemetry with a propagator; undefined otherwise (no headers sent).
+ */
+function traceHeaders(): ReturnType<typeof natsHeaders> | undefined {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  const keys = Object.keys(carrier);
+  if (keys.length === 0) return undefined;
+  const h = natsHeaders();
+  for (const k of keys) h.set(k, carrier[k]!);
+  return h;
+}
 
 export interface RetryPolicy {
   /** Attempts of wait_metadata in all (only 504s are retried). Default 3. */
@@ -202,7 +218,10 @@ export class EncoderClient {
     const reqId = (data as { req_id?: string }).req_id;
     let raw;
     try {
-      raw = await this.nc.request(subject, JSON.stringify(data), { timeout: timeoutMs });
+      raw = await this.nc.request(subject, JSON.stringify(data), {
+        timeout: timeoutMs,
+        headers: traceHeaders(),
+      });
     } catch (err) {
       throw this.transportError(err, dpType, subject, reqId);
     }

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { inSpan, SpanKind } from '../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
@@ -303,13 +304,25 @@ export class DeliveryService {
       };
       const payload = new Uint8Array(emb.data.buffer, emb.data.byteOffset, emb.data.byteLength);
       const sendStart = performance.now();
-      try {
-        await this.transport.send(dest.endpoint, header, payload, deadline, signal);
-      } catch (err) {
-        this.sent('failed', sendStart);
-        throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
-      }
-      this.sent('acked', sendStart);
+      await inSpan(
+        'send',
+        {
+          'epd.req_id': state.reqId,
+          'epd.endpoint': dest.key,
+          'epd.bytes': emb.bytes,
+          'epd.backend': this.config.transfer.backend,
+        },
+        async () => {
+          try {
+            await this.transport.send(dest.endpoint, header, payload, deadline, signal);
+          } catch (err) {
+            this.sent('failed', sendStart);
+            throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
+          }
+          this.sent('acked', sendStart);
+        },
+        SpanKind.CLIENT,
+      );
       bytes = emb.bytes;
       this.sendStats.bytes += bytes;
     } catch (err) {

@@ -1,3 +1,4 @@
+import { currentTraceparent } from '../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
@@ -146,7 +147,13 @@ export class DpDispatcher extends LocalRanks {
     const channel = rank.channel;
     if (!channel)
       return Promise.reject(Errors.workerNotAnswering(rank.rank, 'no IPC channel', reqId));
-    const call: IpcCall = { pattern: dp, data: body, deadline, authorization: this.authorization };
+    const call: IpcCall = {
+      pattern: dp,
+      data: body,
+      deadline,
+      authorization: this.authorization,
+      traceparent: currentTraceparent(),
+    };
     const timeoutMs = Math.max(1, deadline - this.clock.now());
     const timeout = () => Errors.deadlineExceeded(`${dp} on DP worker rank=${rank.rank}`, reqId);
     return this.supervisor.track(rank, reqId, () =>

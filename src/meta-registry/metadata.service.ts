@@ -1,3 +1,4 @@
+import { failSpan, SpanKind, startSpan } from '../tracing/tracing';
 import { Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { map, tap, TimeoutError, type Observable } from 'rxjs';
@@ -53,18 +54,24 @@ export class MetadataService {
   ): Observable<WaitMetadataResponse> {
     const answer = this.answer(reqId, partIdx, options);
     const observer = this.observer;
-    if (!observer) return answer;
+    const span = startSpan('wait_metadata', { 'epd.req_id': reqId }, SpanKind.SERVER);
+    if (!observer && !span) return answer;
     const started = performance.now();
     let ended = false;
-    const end = (outcome: WaitOutcome) => {
+    const end = (outcome: WaitOutcome, err?: unknown) => {
       if (ended) return;
       ended = true;
-      observer(outcome, (performance.now() - started) / 1000);
+      observer?.(outcome, (performance.now() - started) / 1000);
+      if (span) {
+        span.setAttribute('epd.outcome', outcome);
+        if (err !== undefined) failSpan(span, err);
+        span.end();
+      }
     };
     return answer.pipe(
       tap({
         next: () => end('ok'),
-        error: (err: unknown) => end(waitOutcome(err)),
+        error: (err: unknown) => end(waitOutcome(err), err),
         unsubscribe: () => end('cancelled'),
       }),
     );

@@ -6,6 +6,7 @@ import { OverloadGate } from './overload-gate';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
+import { contextFromNats, tracingEnabled, withContext } from '../tracing/tracing';
 
 type NatsCallback = (err: Error | null, msg: Msg) => void;
 
@@ -61,9 +62,15 @@ export class EpdNatsServer extends ServerNats {
     const role = dpRole(this.config);
     for (const dpType of this.messageHandlers.keys()) {
       // Nest types the handler as Function; nats.js calls it as (error, msg).
+      const handler = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
+      // With tracing on, a caller's `traceparent` header parents the handler's spans
+      // (inside the gate: a queued call runs later, outside the receiving turn).
       const callback = this.gate.wrap(
         dpType,
-        (this.getMessageHandler(dpType) as NatsCallback).bind(this),
+        tracingEnabled()
+          ? (err: Error | null, msg: Msg) =>
+              withContext(contextFromNats(msg.headers), () => handler(err, msg))
+          : handler,
       );
       if (role === 'worker') {
         client.subscribe(rankSubjectFor(prefix, rank, dpType), { queue, callback });

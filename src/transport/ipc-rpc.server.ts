@@ -4,6 +4,7 @@ import { MMError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
 import { ParentLink } from './parent-link';
 import { instanceRankSubjectFor } from './subjects';
+import { contextFromNats, withContext } from '../tracing/tracing';
 
 /** A call from the DP supervisor: one dp_type, its payload, and what its headers would carry. */
 export interface IpcCall {
@@ -13,6 +14,8 @@ export interface IpcCall {
   deadline: number;
   /** The caller's `Authorization` header, for admin patterns. */
   authorization?: string;
+  /** The supervisor's trace context (W3C), when tracing is on. */
+  traceparent?: string;
 }
 
 interface ErrorBody {
@@ -51,6 +54,7 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
     const h = headers();
     h.set('Deadline', String(c.deadline));
     if (c.authorization) h.set('Authorization', c.authorization);
+    if (c.traceparent) h.set('traceparent', c.traceparent);
     const { subjectPrefix } = this.config.nats;
     const subject = instanceRankSubjectFor(
       subjectPrefix,
@@ -62,16 +66,21 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
     return new Promise((resolve, reject) => {
       // Nest reports the first value, then the stream's end: the first packet answers.
       let answered = false;
-      this.handleRequest(
-        ctx,
-        async () => this.transformToObservable(await handler(c.data, ctx)),
-        (packet) => {
-          if (answered) return;
-          answered = true;
-          if (packet.err === undefined) return resolve(packet.response ?? null);
-          const e = packet.err as ErrorBody;
-          reject(new MMError(e.message ?? 'failed', e.code ?? 500, e.req_id ?? undefined, e.type));
-        },
+      const trace = c.traceparent ? contextFromNats(h) : undefined;
+      withContext(trace, () =>
+        this.handleRequest(
+          ctx,
+          async () => this.transformToObservable(await handler(c.data, ctx)),
+          (packet) => {
+            if (answered) return;
+            answered = true;
+            if (packet.err === undefined) return resolve(packet.response ?? null);
+            const e = packet.err as ErrorBody;
+            reject(
+              new MMError(e.message ?? 'failed', e.code ?? 500, e.req_id ?? undefined, e.type),
+            );
+          },
+        ),
       );
     });
   }

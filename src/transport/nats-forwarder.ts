@@ -1,3 +1,4 @@
+import { injectNats } from '../tracing/tracing';
 import { Injectable } from '@nestjs/common';
 import { RequestError, TimeoutError, headers } from '@nats-io/transport-node';
 import { Clock } from '../common/clock';
@@ -51,6 +52,7 @@ export class NatsForwarder {
     }
     const h = headers();
     h.set('Deadline', String(deadline));
+    injectNats(h); // the owner's spans continue this call's trace
     let reply: Reply;
     try {
       reply = (await nc.request(subject, payload, { timeout, headers: h })).json<Reply>();

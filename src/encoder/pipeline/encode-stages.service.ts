@@ -1,3 +1,4 @@
+import { inSpan } from '../../tracing/tracing';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Errors } from '../../common/errors/error-catalogue';
 import { AppConfig } from '../../config/app-config';
@@ -68,14 +69,31 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   /** Every item's bytes, loaded concurrently within the deadline. */
   load(req: EncodeRequest, deadline: number): Promise<Buffer[]> {
     checkItemCount(req.mm_items.length, this.config.encoder, req.req_id);
-    return Promise.all(req.mm_items.map((item) => this.loader.load(item, req.req_id, deadline)));
+    return inSpan('load', { 'epd.items': req.mm_items.length }, async (span) => {
+      const items = await Promise.all(
+        req.mm_items.map((item) => this.loader.load(item, req.req_id, deadline)),
+      );
+      span?.setAttribute(
+        'epd.bytes',
+        items.reduce((n, b) => n + b.length, 0),
+      );
+      return items;
+    });
   }
 
   /**
    * Headers only: the caps are checked and the size known before a pixel or a sample is
    * decoded, so a few KB of request cannot allocate GBs on its way to a 507.
    */
-  async plan(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
+  plan(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
+    return inSpan('plan', { 'epd.items': items.length }, async (span) => {
+      const size = await this.planUntraced(req, items);
+      span?.setAttribute('epd.tokens', size.tokens);
+      return size;
+    });
+  }
+
+  private async planUntraced(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
     const plan = this.ok(req, await this.preprocessor.plan(req.modality, items));
     checkPlan(plan, this.config.encoder, req.req_id);
     const dim = await this.dimOf(req.modality);
@@ -90,15 +108,38 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   }
 
   /** Decode and preprocess (worker threads); must give the tokens the plan promised. */
-  async preprocess(req: EncodeRequest, items: Buffer[], size: EncodeSize): Promise<PreprocessOk> {
-    const { audioMels } = await this.backend.info();
-    const pre = this.ok(req, await this.preprocessor.run(req.modality, items, audioMels));
-    if (pre.tokens !== size.tokens) throw Errors.planMismatch(pre.tokens, size.tokens, req.req_id);
-    return pre;
+  preprocess(req: EncodeRequest, items: Buffer[], size: EncodeSize): Promise<PreprocessOk> {
+    return inSpan('preprocess', { 'epd.items': items.length }, async (span) => {
+      const { audioMels } = await this.backend.info();
+      const pre = this.ok(req, await this.preprocessor.run(req.modality, items, audioMels));
+      if (pre.tokens !== size.tokens)
+        throw Errors.planMismatch(pre.tokens, size.tokens, req.req_id);
+      // The wall time includes the wait for a free thread; this is the work itself.
+      span?.setAttribute('epd.preprocess_ms', pre.ms);
+      return pre;
+    });
   }
 
   /** The batched forward; skipped if `cancelled()` holds when its turn comes. */
   async forward(
+    req: EncodeRequest,
+    pre: PreprocessOk,
+    size: EncodeSize,
+    deadline: number,
+    cancelled: () => boolean,
+  ): Promise<ScheduledResult> {
+    return inSpan('forward', { 'epd.tokens': size.tokens }, async (span) => {
+      const result = await this.submit(req, pre, size, deadline, cancelled);
+      span?.setAttributes({
+        'epd.queue_ms': result.queueMs,
+        'epd.forward_ms': result.forwardMs,
+        'epd.batch_size': result.batchSize,
+      });
+      return result;
+    });
+  }
+
+  private async submit(
     req: EncodeRequest,
     pre: PreprocessOk,
     size: EncodeSize,

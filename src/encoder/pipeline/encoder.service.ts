@@ -1,3 +1,4 @@
+import { inSpan, SpanKind } from '../../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../../common/clock';
 import { Errors } from '../../common/errors/error-catalogue';
@@ -130,7 +131,31 @@ export class EncoderService {
     private readonly cache: EncodeCache,
   ) {}
 
-  async encode(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
+  /** One `encode` span (tracing on), with a child per stage. */
+  encode(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
+    return inSpan(
+      'encode',
+      {
+        'epd.req_id': req.req_id,
+        'epd.modality': req.modality,
+        'epd.items': req.mm_items.length,
+        'epd.part_idx': req.part_idx,
+      },
+      async (span) => {
+        const res = await this.encodeRequest(req, deadline);
+        span?.setAttributes({
+          'epd.embedding_len': res.embedding_len,
+          'epd.embedding_dim': res.embedding_dim,
+          'epd.embedding_size': res.embedding_size,
+          'epd.batch_size': res.timings.batch_size,
+        });
+        return res;
+      },
+      SpanKind.SERVER,
+    );
+  }
+
+  private async encodeRequest(req: EncodeRequest, deadline: number): Promise<EncodeResponse> {
     const started = this.clock.elapsed();
     // A push this encoder may not make (EPD_ALLOWED_DESTINATIONS) is refused before any work.
     await this.delivery.checkTargets(targetsOf(req), req.req_id);
@@ -223,20 +248,27 @@ export class EncoderService {
     const stageStart = this.clock.elapsed();
     const { data, tokens, dim, grid } = encoded;
     const bytes = data.byteLength;
-    this.states.stage(state, { data, tokens, dim, dtype: this.stages.stagingDtype, bytes, grid });
-    await this.registry.publish(
-      reqId,
-      { embedding_size: bytes, embedding_len: tokens, embedding_dim: dim },
-      req.part_idx,
-      this.registry.self,
-    );
+    await inSpan('stage', { 'epd.bytes': bytes }, async () => {
+      this.states.stage(state, { data, tokens, dim, dtype: this.stages.stagingDtype, bytes, grid });
+      await this.registry.publish(
+        reqId,
+        { embedding_size: bytes, embedding_len: tokens, embedding_dim: dim },
+        req.part_idx,
+        this.registry.self,
+      );
+    });
     const stageMs = this.clock.elapsed() - stageStart;
 
-    const destinations = await this.delivery
-      .afterStage(state, targetsOf(req), deadline)
-      .catch((err: unknown) => {
-        throw new DeliveryFailedAfterStage(err);
-      });
+    const targets = targetsOf(req);
+    const deliver = () => this.delivery.afterStage(state, targets, deadline);
+    // A span only when there is a delivery to wait for (pushes, or registered receivers).
+    const delivering =
+      targets.length > 0 || state.receiveCount !== undefined
+        ? inSpan('deliver', { 'epd.targets': targets.length }, deliver)
+        : deliver();
+    const destinations = await delivering.catch((err: unknown) => {
+      throw new DeliveryFailedAfterStage(err);
+    });
 
     const timings: StageTimings = {
       ...encoded.timings,
