@@ -40,12 +40,21 @@ ensure_python_packages() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3 python3-numpy python3-zmq python3-pil >/dev/null
 }
 
-# Everything the tests need: nats-server, the Python reference packages, openssl, node
-# modules, the build and the reference models.
+# Debian's chromium, for the dashboard test (driven by puppeteer-core; no browser download).
+ensure_chromium() {
+  if command -v chromium >/dev/null 2>&1 || [ -n "${EPD_CHROMIUM:-}" ]; then return 0; fi
+  log "installing chromium (Debian package, for the dashboard test)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends chromium >/dev/null
+}
+
+# Everything the tests need: nats-server, the Python reference packages, openssl,
+# chromium, node modules, the build and the reference models.
 ensure_test_dependencies() {
   ensure_nats_server
   ensure_python_packages
   ensure_openssl
+  ensure_chromium
   ensure_node_modules
   ensure_build
 }

@@ -1,18 +1,11 @@
 import { Controller, Get, Injectable, Res, UseGuards, type OnModuleInit } from '@nestjs/common';
 import { PrometheusController } from '@willsoto/nestjs-prometheus';
 import type { Response } from 'express';
-import {
-  AggregatorRegistry,
-  register,
-  type MetricObjectWithValues,
-  type MetricValue,
-} from 'prom-client';
+import { register } from 'prom-client';
 import { AppConfig } from '../config/app-config';
-import { LocalRanks } from '../routing/local-ranks';
 import { ParentLink } from '../transport/parent-link';
 import { MetricsGuard } from './metrics.guard';
-
-type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+import { MetricsSource } from './metrics-source';
 
 /**
  * A DP worker's metrics, labelled with its `dp_rank` and handed to its supervisor on
@@ -31,23 +24,17 @@ export class WorkerMetricsReporter implements OnModuleInit {
   }
 }
 
-/**
- * /metrics of a DP supervisor: its own metrics and every live worker's, merged by
- * prom-client's AggregatorRegistry (series of different ranks stay apart by `dp_rank`).
- * A worker that does not answer within a second is left out of that scrape.
- */
+/** /metrics of a DP supervisor: its own metrics and every live worker's (MetricsSource). */
 @Controller()
 @UseGuards(MetricsGuard)
 export class DpMetricsController extends PrometheusController {
-  constructor(private readonly ranks: LocalRanks) {
+  constructor(private readonly source: MetricsSource) {
     super();
   }
 
   @Get()
   override async index(@Res({ passthrough: true }) response: Response): Promise<string> {
-    const own = (await register.getMetricsAsJSON()) as MetricsJson;
-    const workers = await this.ranks.gather<MetricsJson>('metrics');
-    const merged = AggregatorRegistry.aggregate([own, ...workers.map((w) => w.value)]);
+    const merged = await this.source.registry();
     response.header('Content-Type', merged.contentType);
     return merged.metrics();
   }

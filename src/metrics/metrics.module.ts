@@ -8,6 +8,9 @@ import { RegistryMetrics } from './registry.metrics';
 import { RoutingMetrics } from './routing.metrics';
 import { TransportMetrics } from './transport.metrics';
 import { MetricsGuard } from './metrics.guard';
+import { MetricsSource } from './metrics-source';
+import { DashboardController } from './dashboard/dashboard.controller';
+import { DashboardService } from './dashboard/dashboard.service';
 
 /**
  * PrometheusModule.register collects the default metrics into the global registry: once
@@ -34,7 +37,10 @@ export class MetricsModule {
     return {
       module: MetricsModule,
       imports: [prometheusModule(role === 'supervisor'), MetaRegistryModule, RoutingModule],
+      controllers: [DashboardController],
       providers: [
+        MetricsSource,
+        DashboardService,
         MetricsGuard,
         RegistryMetrics,
         RoutingMetrics,

@@ -64,6 +64,13 @@ export const Errors = {
     new BadRequestError(`invalid ${what}: ${details}`, reqId, 'invalid_request'),
   unauthorized: () =>
     new MMError('missing or invalid admin bearer token', 401, undefined, 'unauthorized'),
+  tooManyStreams: (max: number) =>
+    new MMError(
+      `too many open dashboard event streams (limit ${max}); close one and retry`,
+      503,
+      undefined,
+      'too_many_streams',
+    ),
 
   // encode validation (DESIGN.md §5): the messages themselves live in encode-request.schema.ts
   invalidEncode: (message: string, reqId?: string) =>

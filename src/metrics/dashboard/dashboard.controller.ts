@@ -1,0 +1,119 @@
+import { readFileSync } from 'node:fs';
+import {
+  Body,
+  Controller,
+  Get,
+  Header,
+  HttpCode,
+  Post,
+  Req,
+  Res,
+  Sse,
+  UseGuards,
+  type MessageEvent,
+} from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { map, type Observable } from 'rxjs';
+import { z } from 'zod';
+import { ADMIN_COOKIE, AdminTokenGuard } from '../../common/auth/admin-token.guard';
+import { Errors } from '../../common/errors/error-catalogue';
+import { ZodPipe } from '../../common/validation/zod.pipe';
+import { DASHBOARD_HTML, LOGIN_HTML } from './dashboard-page';
+import { DashboardService } from './dashboard.service';
+
+const loginSchema = z.object({ token: z.string().min(1).max(4096) });
+
+/** uPlot's browser build, read once from the package (no build step, no CDN). */
+function asset(path: string): string {
+  return readFileSync(require.resolve(path), 'utf8');
+}
+
+/**
+ * The live dashboard: /admin/ui (the page), /admin/events (its Server-Sent Events), and
+ * /admin/login, which trades the admin token for an HttpOnly, SameSite=Strict cookie so
+ * that the token never appears in a URL.
+ */
+@ApiExcludeController()
+@Controller('admin')
+export class DashboardController {
+  private readonly uplotJs = asset('uplot/dist/uPlot.iife.min.js');
+  private readonly uplotCss = asset('uplot/dist/uPlot.min.css');
+
+  constructor(
+    private readonly dashboard: DashboardService,
+    private readonly guard: AdminTokenGuard,
+  ) {}
+
+  /** The page; without the token (when one is set), the sign-in page first. */
+  @Get('ui')
+  ui(@Req() req: Request, @Res() res: Response): void {
+    if (!this.guard.allowsHttp(req)) {
+      res.redirect(303, '/admin/login');
+      return;
+    }
+    res
+      .status(200)
+      .type('html')
+      .set('Cache-Control', 'no-store')
+      .set(
+        'Content-Security-Policy',
+        "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'",
+      )
+      .send(DASHBOARD_HTML);
+  }
+
+  @Get('ui/uplot.js')
+  @Header('Content-Type', 'text/javascript; charset=utf-8')
+  @Header('Cache-Control', 'public, max-age=86400')
+  uplotScript(): string {
+    return this.uplotJs;
+  }
+
+  @Get('ui/uplot.css')
+  @Header('Content-Type', 'text/css; charset=utf-8')
+  @Header('Cache-Control', 'public, max-age=86400')
+  uplotStyle(): string {
+    return this.uplotCss;
+  }
+
+  @Get('login')
+  login(@Res() res: Response): void {
+    if (!this.guard.required) {
+      res.redirect(303, '/admin/ui');
+      return;
+    }
+    res.status(200).type('html').set('Cache-Control', 'no-store').send(LOGIN_HTML);
+  }
+
+  /** `{token}`: 204 with the session cookie when it is the admin token, 401 otherwise. */
+  @Post('login')
+  @HttpCode(204)
+  signIn(
+    @Body(new ZodPipe(loginSchema, 'login request')) body: z.infer<typeof loginSchema>,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ): void {
+    if (!this.guard.matches(body.token)) throw Errors.unauthorized();
+    res.cookie(ADMIN_COOKIE, body.token, {
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: req.secure,
+      path: '/admin',
+      maxAge: 12 * 3600 * 1000,
+    });
+  }
+
+  @Post('logout')
+  @HttpCode(204)
+  signOut(@Res({ passthrough: true }) res: Response): void {
+    res.clearCookie(ADMIN_COOKIE, { path: '/admin' });
+  }
+
+  /** A `history` event (the last five minutes), then a `snapshot` event a second. */
+  @Sse('events')
+  @UseGuards(AdminTokenGuard)
+  events(): Observable<MessageEvent> {
+    return this.dashboard.stream().pipe(map((e) => ({ type: e.type, data: e.data })));
+  }
+}

@@ -1,0 +1,34 @@
+import { Injectable, Optional } from '@nestjs/common';
+import {
+  AggregatorRegistry,
+  register,
+  type MetricObjectWithValues,
+  type MetricValue,
+  type Registry,
+} from 'prom-client';
+import { LocalRanks } from '../routing/local-ranks';
+
+export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+
+/**
+ * This process's metrics; a DP supervisor's include every live worker's, merged by
+ * prom-client's AggregatorRegistry (series of different ranks stay apart by `dp_rank`).
+ * A worker that does not answer within a second is left out of that read. /metrics and
+ * the dashboard both read through here.
+ */
+@Injectable()
+export class MetricsSource {
+  /** The supervisor's workers (DispatchModule); absent in a single process or a worker. */
+  constructor(@Optional() private readonly ranks?: LocalRanks) {}
+
+  async registry(): Promise<Registry> {
+    if (!this.ranks) return register;
+    const own = (await register.getMetricsAsJSON()) as MetricsJson;
+    const workers = await this.ranks.gather<MetricsJson>('metrics');
+    return AggregatorRegistry.aggregate([own, ...workers.map((w) => w.value)]);
+  }
+
+  async json(): Promise<MetricsJson> {
+    return await (await this.registry()).getMetricsAsJSON();
+  }
+}
