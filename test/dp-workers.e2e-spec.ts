@@ -338,6 +338,25 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     expect(expected.filter((name) => !exported.has(name))).toEqual([]);
   });
 
+  it('shows one dashboard row per rank (the event stream reads every worker’s metrics)', async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${svc.url}/admin/events`, { signal: abort.signal });
+    expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const reader = res.body!.getReader();
+    let buffered = '';
+    let snapshot: { ranks: { rank: string; encodes: number }[] } | undefined;
+    while (!snapshot) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffered += Buffer.from(value).toString();
+      const m = /event: snapshot\n(?:id: .*\n)?data: (.*)\n/.exec(buffered);
+      if (m) snapshot = JSON.parse(m[1]!) as typeof snapshot;
+    }
+    abort.abort();
+    expect(snapshot!.ranks.map((r) => r.rank)).toEqual(['0', '1']);
+    expect(snapshot!.ranks.every((r) => r.encodes > 0)).toBe(true);
+  });
+
   it('fails a killed worker’s pending calls at once, sends new traffic to the survivor, and respawns it', async () => {
     const staged = nextId('lost');
     await encode(staged);

@@ -5,7 +5,8 @@ import { register } from 'prom-client';
 import { AppConfig } from '../config/app-config';
 import { ParentLink } from '../transport/parent-link';
 import { MetricsGuard } from './metrics.guard';
-import { MetricsSource } from './metrics-source';
+import { LocalRanks } from '../routing/local-ranks';
+import { metricsOf } from './metrics-source';
 
 /**
  * A DP worker's metrics, labelled with its `dp_rank` and handed to its supervisor on
@@ -24,17 +25,20 @@ export class WorkerMetricsReporter implements OnModuleInit {
   }
 }
 
-/** /metrics of a DP supervisor: its own metrics and every live worker's (MetricsSource). */
+/**
+ * /metrics of a DP supervisor: its own metrics and every live worker's. (It lives in
+ * PrometheusModule's scope, where the global LocalRanks resolves.)
+ */
 @Controller()
 @UseGuards(MetricsGuard)
 export class DpMetricsController extends PrometheusController {
-  constructor(private readonly source: MetricsSource) {
+  constructor(private readonly ranks: LocalRanks) {
     super();
   }
 
   @Get()
   override async index(@Res({ passthrough: true }) response: Response): Promise<string> {
-    const merged = await this.source.registry();
+    const merged = await metricsOf(this.ranks);
     response.header('Content-Type', merged.contentType);
     return merged.metrics();
   }

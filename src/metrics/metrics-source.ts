@@ -10,6 +10,14 @@ import { LocalRanks } from '../routing/local-ranks';
 
 export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
+/** This process's registry, or with `ranks` (a DP supervisor) one merged with every worker's. */
+export async function metricsOf(ranks?: LocalRanks): Promise<Registry> {
+  if (!ranks) return register;
+  const own = (await register.getMetricsAsJSON()) as MetricsJson;
+  const workers = await ranks.gather<MetricsJson>('metrics');
+  return AggregatorRegistry.aggregate([own, ...workers.map((w) => w.value)]);
+}
+
 /**
  * This process's metrics; a DP supervisor's include every live worker's, merged by
  * prom-client's AggregatorRegistry (series of different ranks stay apart by `dp_rank`).
@@ -21,11 +29,8 @@ export class MetricsSource {
   /** The supervisor's workers (DispatchModule); absent in a single process or a worker. */
   constructor(@Optional() private readonly ranks?: LocalRanks) {}
 
-  async registry(): Promise<Registry> {
-    if (!this.ranks) return register;
-    const own = (await register.getMetricsAsJSON()) as MetricsJson;
-    const workers = await this.ranks.gather<MetricsJson>('metrics');
-    return AggregatorRegistry.aggregate([own, ...workers.map((w) => w.value)]);
+  registry(): Promise<Registry> {
+    return metricsOf(this.ranks);
   }
 
   async json(): Promise<MetricsJson> {
