@@ -9,6 +9,28 @@ encoder's data-plane frames (DESIGN.md §7), checks byte_length against shape an
 dtype, acks each frame, prints one JSON line per frame, and with --out writes each
 embedding to DIR/<req_id>.part<part_idx>.npy. Ctrl-C stops it.`;
 
+/** Runs the reference receiver until SIGINT/SIGTERM (`epd receive`, `epd-receiver`). */
+export async function runReceiver(o: { host: string; port: number; out?: string }): Promise<void> {
+  if (o.out) mkdirSync(o.out, { recursive: true });
+  const receiver = await ReferenceReceiver.start({
+    host: o.host,
+    port: o.port,
+    outputDir: o.out,
+    onFrame: ({ header, data, from }) => {
+      const { req_id, part_idx, shape, dtype, error_msg } = header;
+      process.stdout.write(
+        `${JSON.stringify({ req_id, part_idx, shape, dtype, bytes: data.length, from, error_msg })}\n`,
+      );
+    },
+  });
+  process.stderr.write(
+    `epd receive: listening on ${receiver.endpoint}${o.out ? `, writing .npy to ${o.out}` : ''}\n`,
+  );
+  const stop = () => void receiver.close().then(() => process.exit(0));
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -22,27 +44,12 @@ async function main(): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
-  if (values.out) mkdirSync(values.out, { recursive: true });
-  const receiver = await ReferenceReceiver.start({
-    host: values.host,
-    port: Number(values.port),
-    outputDir: values.out,
-    onFrame: ({ header, data, from }) => {
-      const { req_id, part_idx, shape, dtype, error_msg } = header;
-      process.stdout.write(
-        `${JSON.stringify({ req_id, part_idx, shape, dtype, bytes: data.length, from, error_msg })}\n`,
-      );
-    },
-  });
-  process.stderr.write(
-    `epd-receiver listening on ${receiver.endpoint}${values.out ? `, writing .npy to ${values.out}` : ''}\n`,
-  );
-  const stop = () => void receiver.close().then(() => process.exit(0));
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  await runReceiver({ host: values.host, port: Number(values.port), out: values.out });
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`epd-receiver: ${(err as Error).message}\n`);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`epd-receiver: ${(err as Error).message}\n`);
+    process.exit(1);
+  });
+}

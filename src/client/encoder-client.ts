@@ -169,6 +169,30 @@ export class EncoderClient {
   }
 
   /**
+   * Delivers the staged embedding of `reqId` to the receiver at `host:port` and resolves
+   * with the bytes it acked. With `receiveCount`, the embedding is released once that
+   * many receivers have acked.
+   */
+  send(
+    reqId: string,
+    to: { host: string; port: number },
+    options: { receiveCount?: number; timeoutMs?: number } = {},
+  ): Promise<{ req_id: string; bytes: number; acked: true }> {
+    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
+    return this.call(
+      DpType.Send,
+      {
+        req_id: reqId,
+        prefill_host: to.host,
+        embedding_port: to.port,
+        receive_count: options.receiveCount,
+        timeout_ms: timeoutMs,
+      },
+      timeoutMs + this.replySlackMs,
+    );
+  }
+
+  /**
    * Waits for the metadata of `reqId`, with the retry that troubleshooting guides give for
    * "encode metadata not ready": if has_metadata says it is not there yet, pause briefly
    * so an in-flight publish can land; then up to `attempts` waits, retrying only on 504,

@@ -20,7 +20,7 @@ import { ADMIN_COOKIE, AdminTokenGuard } from '../../common/auth/admin-token.gua
 import { Errors } from '../../common/errors/error-catalogue';
 import { ZodPipe } from '../../common/validation/zod.pipe';
 import { DASHBOARD_HTML, LOGIN_HTML } from './dashboard-page';
-import { DashboardService } from './dashboard.service';
+import { DashboardService, type Snapshot } from './dashboard.service';
 
 const loginSchema = z.object({ token: z.string().min(1).max(4096) });
 
@@ -108,6 +108,13 @@ export class DashboardController {
   @HttpCode(204)
   signOut(@Res({ passthrough: true }) res: Response): void {
     res.clearCookie(ADMIN_COOKIE, { path: '/admin' });
+  }
+
+  /** One snapshot of the numbers the dashboard shows (what `epd status` prints). */
+  @Get('status')
+  @UseGuards(AdminTokenGuard)
+  status(): Promise<Snapshot> {
+    return this.dashboard.current();
   }
 
   /** A `history` event (the last five minutes), then a `snapshot` event a second. */

@@ -142,8 +142,20 @@ export class DashboardService implements OnModuleDestroy {
     });
   }
 
-  /** Reads the metrics once and appends a snapshot (also what each tick runs). */
+  /** Reads the metrics once and appends a snapshot (what each tick runs). */
   async tick(): Promise<Snapshot> {
+    const tick = await this.read();
+    this.history.push(tick);
+    if (this.history.length > HISTORY) this.history.shift();
+    return tick.snapshot;
+  }
+
+  /** A snapshot now, without recording it (`GET /admin/status`, `epd status`). */
+  async current(): Promise<Snapshot> {
+    return (await this.read()).snapshot;
+  }
+
+  private async read(): Promise<Tick> {
     const json = await this.source.json();
     const prev = this.history[this.history.length - 1];
     const windowStart = this.history[Math.max(0, this.history.length - WINDOW_TICKS)];
@@ -223,9 +235,7 @@ export class DashboardService implements OnModuleDestroy {
         self: i.self,
       })),
     };
-    this.history.push({ snapshot, okBuckets, failures });
-    if (this.history.length > HISTORY) this.history.shift();
-    return snapshot;
+    return { snapshot, okBuckets, failures };
   }
 
   private start(): void {
