@@ -59,10 +59,14 @@ ensure_test_dependencies() {
   ensure_build
 }
 
-# npm ci when node_modules is missing or older than the lockfile. onnxruntime-node's
-# postinstall would try to download CUDA binaries on linux/x64 (and fail offline); its CPU
-# binaries ship in the package. Its documented switch, set here rather than in .npmrc,
-# where npm 11 warns about an unknown config key on every command.
+# npm ci when node_modules is missing or older than the lockfile. Install scripts follow
+# package.json's allowScripts (npm >= 11.16; npm 12 blocks unlisted ones): zeromq's and
+# @swc/core's only check their prebuilt binaries; onnxruntime-node's would download CUDA
+# binaries (its CPU ones ship in the package) and is denied, with protobufjs' version
+# check, @scarf/scarf's install telemetry and @parcel/watcher's node-gyp build (jest's
+# watch mode only). ONNXRUNTIME_NODE_INSTALL=skip, onnxruntime-node's documented switch,
+# covers an npm older than allowScripts; set here, not in .npmrc, where npm 11 warns
+# about an unknown config key on every command.
 ensure_node_modules() {
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     log "installing npm dependencies (npm ci)"

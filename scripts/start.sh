@@ -25,8 +25,8 @@ fi
 # resident. Two arenas measured ~55 MB less after release, at no throughput cost.
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 
-log "service: http://${EPD_HTTP_HOST:-127.0.0.1}:${EPD_HTTP_PORT:-30000} (docs at /docs, health at /health, metrics at /metrics)"
-log "NATS:    $EPD_NATS_URL, subjects ${EPD_SUBJECT_PREFIX:-epd}.v1.<dp_type>"
+# The service prints a banner with its URLs once it is ready (on a terminal; its log
+# lines carry the same otherwise).
 node dist/main.js &
 APP_PID=$!
 wait "$APP_PID"

@@ -8,7 +8,7 @@ import { ConfigError, loadConfig } from './config/config.loader';
 import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
-import { dpRole } from './config/app-config';
+import { dpRole, type AppConfig } from './config/app-config';
 import { startTracing } from './tracing/tracing';
 
 async function main(): Promise<void> {
@@ -98,6 +98,26 @@ async function main(): Promise<void> {
   );
   await natsReady;
   logger.log(`serving NATS subjects ${config.nats.subjectPrefix}.v1.<dp_type>`, 'Main');
+  if (process.stdout.isTTY) process.stdout.write(banner(base, config));
+}
+
+/** For a person at a terminal (`npm start`): where everything is. Logs carry the same. */
+function banner(base: string, config: AppConfig): string {
+  const rows = [
+    ['HTTP', base],
+    ['Dashboard', `${base}/admin/ui`],
+    ['API docs', `${base}/docs`],
+    ['Metrics', `${base}/metrics`],
+    ['Health', `${base}/health/ready`],
+    [
+      'NATS',
+      `${redactUrls(config.nats.url.join(','))}  subjects ${config.nats.subjectPrefix}.v1.<dp_type>`,
+    ],
+    ['Workers', config.encoder.dpSize > 1 ? `${config.encoder.dpSize} DP workers` : 'one process'],
+    ['Try', 'npx epd status    npx epd encode <image> --wait    npx epd load --concurrency 4'],
+  ];
+  const width = Math.max(...rows.map(([k]) => k!.length));
+  return `\n  epd-encoder ready\n${rows.map(([k, v]) => `  ${k!.padEnd(width)}  ${v}`).join('\n')}\n\n`;
 }
 
 void main();

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { connect } from '@nats-io/transport-node';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { waitFor } from './support/calls';
@@ -92,4 +94,45 @@ describe('secrets stay out of logs and answers (e2e)', () => {
       await svc.stop();
     }
   }, 30_000);
+});
+
+/** The service at a terminal (a pty from util-linux `script`), as `npm start` runs it. */
+describe('terminal output (e2e, built service under a pty)', () => {
+  it('prints a banner with its URLs and readable log lines instead of JSON', async () => {
+    const port = await freePort();
+    const proc = spawn('script', ['-qfec', `"${process.execPath}" dist/main.js`, '/dev/null'], {
+      env: {
+        ...process.env,
+        EPD_NATS_URL: sharedNatsUrl(),
+        EPD_SUBJECT_PREFIX: uniquePrefix(),
+        EPD_HTTP_PORT: String(port),
+        EPD_LOG_LEVEL: 'info',
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    // Without the colours: the assertions read the text.
+    const ansi = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
+    proc.stdout.on('data', (b: Buffer) => (out += b.toString().replace(ansi, '')));
+    try {
+      const ready = await waitFor(() => out.includes('epd-encoder ready'), 30_000);
+      if (!ready) process.stderr.write(`OUT>${out.slice(-3000)}\n`);
+      expect(ready).toBe(true);
+      await waitFor(() => /Try\s/.test(out), 2000);
+      expect(out).toMatch(new RegExp(`Dashboard\\s+http://127\\.0\\.0\\.1:${port}/admin/ui`));
+      expect(out).toMatch(new RegExp(`Metrics\\s+http://127\\.0\\.0\\.1:${port}/metrics`));
+      // pino-pretty's lines: a level word, not a JSON object.
+      expect(out).toMatch(/INFO.*serving NATS subjects/);
+      expect(out).not.toMatch(/^\{"level"/m);
+    } finally {
+      // Stop the service itself (script's child) by PID, then script.
+      const children = readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8')
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(Number);
+      for (const pid of children) process.kill(pid, 'SIGTERM');
+      await new Promise((r) => proc.once('exit', r));
+    }
+  }, 60_000);
 });

@@ -123,6 +123,7 @@ export const configSchema = z.object({
   }),
   log: z.object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    format: z.enum(['auto', 'json', 'pretty']),
   }),
 });
 
@@ -196,6 +197,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ADMIN_TOKEN: ['admin', 'token'],
   EPD_METRICS_REQUIRE_TOKEN: ['admin', 'metricsRequireToken'],
   EPD_LOG_LEVEL: ['log', 'level'],
+  EPD_LOG_FORMAT: ['log', 'format'],
 };
 
 /** Env vars read elsewhere (not config keys), so that they are not reported as unknown. */

@@ -13,6 +13,11 @@ function requestReqId(req: IncomingMessage): string | undefined {
   return match?.[1] ? decodeURIComponent(match[1]) : undefined;
 }
 
+/** EPD_LOG_FORMAT: pretty lines for a terminal, JSON for everything else. */
+export function prettyLogs(config: AppConfig, isTty = process.stdout.isTTY === true): boolean {
+  return config.log.format === 'pretty' || (config.log.format === 'auto' && isTty);
+}
+
 /** Structured JSON logs (pino); HTTP request logs carry the req_id they concern. */
 @Module({
   imports: [
@@ -21,6 +26,20 @@ function requestReqId(req: IncomingMessage): string | undefined {
       useFactory: (config: AppConfig) => ({
         pinoHttp: {
           level: config.log.level,
+          ...(prettyLogs(config)
+            ? {
+                transport: {
+                  target: 'pino-pretty',
+                  options: {
+                    colorize: true,
+                    translateTime: 'SYS:HH:MM:ss.l',
+                    ignore: 'pid,hostname,context',
+                    messageFormat: '{if context}[{context}] {end}{msg}',
+                    singleLine: true,
+                  },
+                },
+              }
+            : {}),
           // A DP worker's lines name its rank (they share the supervisor's stdout).
           ...(dpRole(config) === 'worker'
             ? { base: { pid: process.pid, hostname: hostname(), dp_rank: config.encoder.dpRank } }
