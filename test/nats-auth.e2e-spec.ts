@@ -10,7 +10,7 @@ import { NatsServer } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
 const run = promisify(execFile);
-const ROLES = join(__dirname, '..', 'config', 'nats', 'roles.conf');
+const ROLES = join(__dirname, '..', 'deploy', 'nats', 'roles.conf');
 const PASS = {
   EPD_ENCODER_PASS: 'enc-pw-1',
   EPD_PREFILL_PASS: 'pre-pw-2',
@@ -71,7 +71,7 @@ async function certificates(dir: string): Promise<{ ca: string; cert: string; ke
 }
 
 /**
- * NATS with TLS and the sample per-role permissions (config/nats/roles.conf, verbatim):
+ * NATS with TLS and the sample per-role permissions (deploy/nats/roles.conf, verbatim):
  * found by the outside review, any NATS client could release another client's req_id,
  * publish wrong metadata for it, and start profiling. The encoder runs as `encoder` with
  * the shared JetStream store and the cache (so the sample's KV permissions are exercised).

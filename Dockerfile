@@ -1,0 +1,43 @@
+# syntax=docker/dockerfile:1
+# epd-encoder: build, then a slim runtime that runs as the unprivileged `node` user.
+#   docker build -t epd-encoder .
+#   docker run -p 30000:30000 -e EPD_NATS_URL=nats://nats:4222 epd-encoder
+# Not built in this repository's CI (no Docker there); see README "Deployment".
+
+# --- build: compile TypeScript and generate the reference ONNX models (fixed seed) ----
+FROM node:20.19-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json .npmrc ./
+# onnxruntime-node's CPU binaries ship in the package; its install script (denied by
+# allowScripts on npm >= 11.16) would only download CUDA ones.
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY config ./config
+COPY src ./src
+RUN npx nest build -p tsconfig.build.json && node dist/cli/generate-models.js
+
+# --- production dependencies only -----------------------------------------------------
+FROM node:20.19-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json .npmrc ./
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --no-audit --no-fund \
+  && npm cache clean --force
+
+# --- runtime ---------------------------------------------------------------------------
+FROM node:20.19-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    EPD_HTTP_HOST=0.0.0.0 \
+    EPD_LOG_FORMAT=json \
+    MALLOC_ARENA_MAX=2
+WORKDIR /app
+COPY package.json ./
+COPY config ./config
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/models ./models
+# Files stay root-owned and read-only to the service.
+USER node
+EXPOSE 30000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.EPD_HTTP_PORT||30000}/health/live`).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+CMD ["node", "dist/main.js"]
