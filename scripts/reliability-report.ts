@@ -3,8 +3,20 @@
  * suite: tests passed and failed, time) and the fuzz and soak summaries the suites wrote.
  * usage: node dist-bench/scripts/reliability-report.js <results-dir> <commit>
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+
+/** test/support/fault-report.ts writes these. */
+interface FaultOutcome {
+  fault: string;
+  calls: number;
+  answeredOk: number;
+  answeredError: number;
+  neverAnswered: number;
+  silentlyLost: number;
+  leftBehind: number;
+  slowestMs?: number;
+}
 
 interface JestResults {
   numPassedTests: number;
@@ -38,6 +50,8 @@ const WHAT: Record<string, string> = {
   'registry-shared.e2e-spec.ts': 'owner loss and restart under the same instance id',
   'nats-auth.e2e-spec.ts': 'identities refused what their role may not do, over TLS',
   'destinations.e2e-spec.ts': 'pushes to endpoints outside EPD_ALLOWED_DESTINATIONS',
+  'nats-creds.e2e-spec.ts':
+    'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
 };
 
 function main(): void {
@@ -130,6 +144,30 @@ function main(): void {
       '',
       'The calls never answered are the ones in flight when the server died (their requests or',
       'replies were lost with it); the service reconnected by itself, with no restart.',
+    );
+  }
+  const faultDir = join(dir, 'faults');
+  const faults = existsSync(faultDir)
+    ? readdirSync(faultDir)
+        .filter((f) => f.endsWith('.json'))
+        .sort()
+        .map((f) => JSON.parse(readFileSync(join(faultDir, f), 'utf8')) as FaultOutcome)
+    : [];
+  if (faults.length > 0) {
+    lines.push(
+      '',
+      '## Faults injected',
+      '',
+      'Each fault, and what became of the calls it hit. "Silently lost" counts data that',
+      'vanished without the caller being told (an acked embedding or published metadata gone);',
+      '"left behind" counts waiters, request states or processes still there afterwards.',
+      '',
+      '| fault | calls | answered ok | answered with an error | never answered | silently lost | left behind | slowest answer |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- |',
+      ...faults.map(
+        (f) =>
+          `| ${f.fault} | ${f.calls} | ${f.answeredOk} | ${f.answeredError} | ${f.neverAnswered} | ${f.silentlyLost} | ${f.leftBehind} | ${f.slowestMs === undefined ? '' : `${Math.round(f.slowestMs)} ms`} |`,
+      ),
     );
   }
   writeFileSync(join(__dirname, '..', '..', 'docs', 'reliability.md'), `${lines.join('\n')}\n`);

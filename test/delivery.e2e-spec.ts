@@ -12,6 +12,7 @@ import type { FrameHeader } from '../src/transfer/frame';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { dataUri, image } from './support/media';
+import { recordFault } from './support/fault-report';
 
 type Reply = { response?: Record<string, unknown>; err?: Record<string, unknown> };
 interface Got {
@@ -266,9 +267,20 @@ describe('data plane and request lifecycle (e2e)', () => {
       };
       expect(status.destinations.map((d) => d.status)).toEqual(['failed', 'failed']);
       const good = await newReceiver();
-      expect((await send('flaky', good)).response).toMatchObject({ acked: true });
+      const r3 = await send('flaky', good);
+      expect(r3.response).toMatchObject({ acked: true });
       await call('release', { req_id: 'flaky' });
       expect(await t.registry.stats()).toMatchObject({ waiters: 0 });
+      recordFault('receiver-nack-close', {
+        fault:
+          'a receiver that refuses the frame, then one that closes mid-frame; a retry to a good one',
+        calls: 3,
+        answeredOk: [r1, r2, r3].filter((r) => !r.err).length,
+        answeredError: [r1, r2, r3].filter((r) => r.err).length,
+        neverAnswered: 0,
+        silentlyLost: r3.err ? 1 : 0, // the embedding survived both failures for the retry
+        leftBehind: (await t.registry.stats()).waiters,
+      });
     } finally {
       closer.close();
     }

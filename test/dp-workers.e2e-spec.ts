@@ -12,6 +12,7 @@ import { dataUri, image } from './support/media';
 import type { WorkerView } from '../src/dispatch/worker-supervisor.service';
 import { freePort } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { recordFault } from './support/fault-report';
 
 interface Workers {
   dp_size: number;
@@ -385,6 +386,16 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
       });
       expect(d.at - killedAt).toBeLessThan(1000);
     }
+    recordFault('dp-worker-sigkill', {
+      fault: 'DP worker SIGKILLed with 2 encodes in flight (and 1 embedding staged on it)',
+      calls: 2, // the victim's; calls held on the other rank are not hit
+      answeredOk: settled.filter((d) => !d.r.err).length,
+      answeredError: settled.filter((d) => d.r.err).length,
+      neverAnswered: 2 - settled.length,
+      silentlyLost: 0, // the staged embedding is reported lost below, never "released"
+      leftBehind: 0,
+      slowestMs: Math.max(...settled.map((d) => d.at - killedAt)),
+    });
     media.release(); // the survivor's held calls (if any) settle: it has room again
     const survivor = 1 - victim;
     expect(await waitFor(async () => (await workers()).workers[survivor]!.pending === 0)).toBe(

@@ -9,6 +9,7 @@ import { EmbeddingTransport } from '../src/transfer/embedding-transport';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { encodeBody, natsCall, waitFor } from './support/calls';
 import { dataUri, image } from './support/media';
+import { recordFault } from './support/fault-report';
 
 /**
  * Regression tests for "Hardening first", defects 3 (HTTP body limit), 7 (req_id length),
@@ -184,7 +185,19 @@ describe('input hardening (e2e)', () => {
       await new Promise((r) => setTimeout(r, 200));
       expect(sender.openConnections).toBe(1);
       // The NATS caller still gets its own answer: the receiver never acks, so its deadline.
-      expect((await viaNats).err).toMatchObject({ code: 500 });
+      const started = Date.now();
+      const answer = await viaNats;
+      expect(answer.err).toMatchObject({ code: 500 });
+      recordFault('receiver-never-acks', {
+        fault: 'a receiver that reads every frame and never acks (send with timeout_ms 1500)',
+        calls: 1,
+        answeredOk: answer.err ? 0 : 1,
+        answeredError: answer.err ? 1 : 0,
+        neverAnswered: 0,
+        silentlyLost: 0,
+        leftBehind: 0,
+        slowestMs: Date.now() - started,
+      });
     });
   });
 });

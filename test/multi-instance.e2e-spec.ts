@@ -8,6 +8,7 @@ import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { encodeBody, waitFor } from './support/calls';
 import { dataUri, image } from './support/media';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { recordFault } from './support/fault-report';
 
 /**
  * Two instances (separate processes, own HTTP ports) on a 3-node NATS cluster started by
@@ -211,10 +212,23 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     // the killed node, and the first request after its reconnect can lose its reply while
     // its inbox interest reaches the other nodes (reproduced: a fresh client's identical
     // requests were all answered); that is the caller's reconnect, not the services.
+    let missing = 0;
     for (const reqId of published) {
       const res = await fetch(`${b.url}/admin/registry/${encodeURIComponent(reqId)}`);
+      if (res.status !== 200) missing++;
       expect({ reqId, status: res.status }).toEqual({ reqId, status: 200 });
     }
+    recordFault('nats-node-loss', {
+      fault:
+        'one node of a 3-node NATS cluster SIGKILLed under two instances (encode on A, send on B)',
+      calls: outcomes.length,
+      answeredOk: outcomes.filter((o) => o.ok).length,
+      answeredError: outcomes.filter((o) => !o.ok).length,
+      neverAnswered: 30 - outcomes.length,
+      silentlyLost: missing,
+      leftBehind: 0,
+      slowestMs: Math.max(...outcomes.map((o) => o.ms)),
+    });
     cluster('start-node', dir, '1');
     expect((await encodeOn(a, 'after-restart')).status).toBe(200);
     // Through a fresh client, for the reason above: this test's client may have been on the
@@ -292,6 +306,16 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     a.proc.kill('SIGKILL');
     await new Promise((r) => a.proc.once('exit', r));
     const res = await sendOnB('orphan');
+    recordFault('owner-loss', {
+      fault: 'the instance that staged an embedding SIGKILLed; its req_id called on the other',
+      calls: 1,
+      answeredOk: res.status === 200 ? 1 : 0,
+      answeredError: res.status === 503 ? 1 : 0,
+      neverAnswered: res.status === 504 ? 1 : 0,
+      silentlyLost: 0,
+      leftBehind: 0,
+      slowestMs: res.ms,
+    });
     expect(res.ms).toBeLessThan(5000);
     expect(res.status).toBe(503);
     const metrics = await (await fetch(`${b.url}/metrics`)).text();

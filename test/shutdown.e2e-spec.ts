@@ -5,6 +5,7 @@ import { connect } from '@nats-io/transport-node';
 import request from 'supertest';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { freePort } from './support/nats-server';
+import { recordFault } from './support/fault-report';
 
 const MAIN = join(__dirname, '..', 'dist', 'main.js');
 
@@ -67,6 +68,16 @@ describe('the built service process (e2e)', () => {
       const replies = await Promise.all(waits);
       const exit = await exited;
       const tookMs = Date.now() - started;
+      recordFault('sigterm', {
+        fault: 'SIGTERM with 3 wait_metadata calls pending',
+        calls: replies.length,
+        answeredOk: replies.filter((r) => !r.err).length,
+        answeredError: replies.filter((r) => r.err).length,
+        neverAnswered: 0, // Promise.all above: every one was answered
+        silentlyLost: 0,
+        leftBehind: exit.code === 0 || exit.signal === 'SIGTERM' ? 0 : 1,
+        slowestMs: tookMs,
+      });
 
       for (const [i, reply] of replies.entries()) {
         expect(reply.err).toEqual({
