@@ -53,7 +53,9 @@ export function configureApp(
       .build(),
   );
   SwaggerModule.setup('docs', app, document);
-  if (options.shutdownHooks !== false) app.enableShutdownHooks();
+  // Only the signals that mean "stop": Nest's default also takes SIGUSR2 and friends, which
+  // left no signal for `--heapsnapshot-signal=SIGUSR2` (a heap snapshot stopped the service).
+  if (options.shutdownHooks !== false) app.enableShutdownHooks(['SIGTERM', 'SIGINT', 'SIGHUP']);
 }
 
 /**

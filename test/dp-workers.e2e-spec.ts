@@ -1,4 +1,3 @@
-import { METRICS, type MetricSpec } from '../src/metrics/catalogue';
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,6 +12,7 @@ import type { WorkerView } from '../src/dispatch/worker-supervisor.service';
 import { freePort } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 import { recordFault } from './support/fault-report';
+import { METRICS, type MetricSpec } from '../src/metrics/catalogue';
 
 interface Workers {
   dp_size: number;

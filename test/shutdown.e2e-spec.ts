@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import request from 'supertest';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { freePort } from './support/nats-server';
+import { waitFor } from './support/calls';
+import { startServiceProcess } from './support/service-process';
 import { recordFault } from './support/fault-report';
 
 const MAIN = join(__dirname, '..', 'dist', 'main.js');
@@ -110,4 +113,50 @@ describe('the built service process (e2e)', () => {
     expect(code).toBe(78);
     expect(stderr).toMatch(/http\.port \(EPD_HTTP_PORT\)/);
   });
+});
+
+/** Signals and start-up with NATS unreachable (regressions found by the soak's heap readings). */
+describe('signals and NATS down at start (e2e, built service)', () => {
+  it('heap-snapshot-signal: SIGUSR2 under --heapsnapshot-signal writes a snapshot and the service keeps serving', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'epd-heap-'));
+    const svc = await startServiceProcess({
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_SUBJECT_PREFIX: uniquePrefix(),
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${dir}`,
+    });
+    try {
+      process.kill(svc.proc.pid!, 'SIGUSR2');
+      expect(
+        await waitFor(() => readdirSync(dir).some((f) => f.endsWith('.heapsnapshot')), 20_000),
+      ).toBe(true);
+      // Longer than the shutdown grace (4 s): a shutdown it had started would be over.
+      await new Promise((r) => setTimeout(r, 5000));
+      expect(svc.proc.exitCode).toBeNull();
+      expect(svc.proc.signalCode).toBeNull();
+      expect((await fetch(`${svc.url}/health/ready`)).status).toBe(200);
+    } finally {
+      await svc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('cache-peer-nats-down-at-start: with the cache and the shared store, HTTP comes up while NATS is down, and SIGTERM exits cleanly', async () => {
+    const port = await freePort(); // nothing listens there
+    const svc = await startServiceProcess(
+      {
+        EPD_NATS_URL: `nats://127.0.0.1:${port}`,
+        EPD_REGISTRY_STORE: 'jetstream',
+        EPD_CACHE_MAX_BYTES: String(16 * 1024 * 1024),
+      },
+      '/health/live',
+    );
+    const exited = new Promise<number | null>((resolve) =>
+      svc.proc.once('exit', (code, signal) => resolve(code ?? (signal === 'SIGTERM' ? 143 : -1))),
+    );
+    const ready = await fetch(`${svc.url}/health/ready`);
+    expect(ready.status).toBe(503);
+    svc.proc.kill('SIGTERM');
+    expect([0, 143]).toContain(await exited);
+    expect(svc.output()).not.toMatch(/closed before it was established|Unhandled|\n\s+at /);
+  }, 60_000);
 });

@@ -1,3 +1,4 @@
+import type { NatsConnection } from '@nats-io/transport-node';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
@@ -126,9 +127,22 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     };
   }
 
-  async onApplicationBootstrap(): Promise<void> {
-    if (!this.peer) return;
-    this.peer.serve(await this.nats.connection(), this.at);
+  /**
+   * Serves cache_fetch once NATS is reached, without holding up the start: awaited here,
+   * a NATS outage at start kept HTTP from coming up at all.
+   */
+  onApplicationBootstrap(): void {
+    if (this.peer) void this.startPeer(this.peer);
+  }
+
+  private async startPeer(peer: CachePeer): Promise<void> {
+    let nc: NatsConnection;
+    try {
+      nc = await this.nats.connection();
+    } catch {
+      return; // shut down before NATS was ever reached
+    }
+    peer.serve(nc, this.at);
     await this.claims!.prepare();
     this.logger.log(
       {

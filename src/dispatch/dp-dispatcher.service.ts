@@ -1,4 +1,3 @@
-import { currentTraceparent } from '../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
@@ -14,6 +13,7 @@ import { LocalRanks } from '../routing/local-ranks';
 import type { IpcCall } from '../transport/ipc-rpc.server';
 import { DpType } from '../transport/subjects';
 import { WorkerSupervisor, type Rank } from './worker-supervisor.service';
+import { currentTraceparent } from '../tracing/tracing';
 
 /** One rank's answer to a broadcast: its value, or the error it (or its absence) gave. */
 export interface RankAnswer<T> {

@@ -1,4 +1,3 @@
-import { failSpan, SpanKind, startSpan } from '../tracing/tracing';
 import { Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { map, tap, TimeoutError, type Observable } from 'rxjs';
@@ -8,6 +7,7 @@ import { AppConfig, dpRole } from '../config/app-config';
 import { MetaRegistry, type WaitOptions } from './meta-registry.service';
 import type { StoredMeta } from './meta-store';
 import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from './meta.schema';
+import { failSpan, SpanKind, startSpan } from '../tracing/tracing';
 
 /** How a wait_metadata call ended: ok, timeout (504), error, or cancelled by its caller. */
 export type WaitOutcome = 'ok' | 'timeout' | 'error' | 'cancelled';

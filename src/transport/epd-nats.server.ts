@@ -39,8 +39,16 @@ export class EpdNatsServer extends ServerNats {
     this.gate = new OverloadGate(config.overload.queueMs, config.overload.maxQueued);
   }
 
+  /**
+   * The shared connection. If the app shuts down before NATS was ever reached, there is
+   * nothing to listen on: the server stays unstarted instead of failing Nest's listen with
+   * an unhandled rejection while the process is closing.
+   */
   override createNatsClient(): Promise<NatsConnection> {
-    return this.nats.connection();
+    return this.nats.connection().catch((err: unknown) => {
+      if (this.nats.stoppedBeforeConnect) return new Promise<NatsConnection>(() => undefined);
+      throw err;
+    });
   }
 
   /**
@@ -52,7 +60,12 @@ export class EpdNatsServer extends ServerNats {
     this.nats
       .connection()
       .then((nc) => nc.flush())
-      .then(() => callback(), callback);
+      .then(
+        () => callback(),
+        (err: unknown) => {
+          if (!this.nats.stoppedBeforeConnect) callback(err);
+        },
+      );
   }
 
   override bindEvents(client: NatsConnection): void {

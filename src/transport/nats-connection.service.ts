@@ -40,6 +40,11 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
     return this.nc;
   }
 
+  /** The app shut down before NATS was ever reached (connection() then fails). */
+  get stoppedBeforeConnect(): boolean {
+    return this.stopped && !this.nc;
+  }
+
   /** The connection if established, without waiting. */
   get current(): NatsConnection | undefined {
     return this.nc;

@@ -1,10 +1,10 @@
-import { injectNats } from '../tracing/tracing';
 import { Injectable } from '@nestjs/common';
 import { RequestError, TimeoutError, headers } from '@nats-io/transport-node';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import { NatsConnectionService } from './nats-connection.service';
+import { injectNats } from '../tracing/tracing';
 
 interface Reply {
   response?: unknown;

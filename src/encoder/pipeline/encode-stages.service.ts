@@ -1,4 +1,3 @@
-import { inSpan } from '../../tracing/tracing';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Errors } from '../../common/errors/error-catalogue';
 import { AppConfig } from '../../config/app-config';
@@ -15,6 +14,7 @@ import { checkItemCount, checkPlan } from '../preprocess/request-caps';
 import { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler, type ScheduledResult } from '../scheduler/encode-scheduler.service';
 import type { EncodeRequest } from './encode-request.schema';
+import { inSpan } from '../../tracing/tracing';
 
 /** What a request will cost, known from the headers before anything is decoded. */
 export interface EncodeSize {

@@ -1,4 +1,3 @@
-import { inSpan, SpanKind } from '../../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../../common/clock';
 import { Errors } from '../../common/errors/error-catalogue';
@@ -16,6 +15,7 @@ import { itemGrids, type PreprocessOk } from '../preprocess/preprocess.types';
 import type { ScheduledResult } from '../scheduler/encode-scheduler.service';
 import { EncodeCache } from '../../cache/encode-cache.service';
 import type { CacheEntry, Flight } from '../../cache/embedding-cache';
+import { inSpan, SpanKind } from '../../tracing/tracing';
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
