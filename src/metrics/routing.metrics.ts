@@ -10,7 +10,13 @@ export class RoutingMetrics extends OwnedMetrics {
     super();
     this.ownTotals('epd_encoder_owner_routing_total', () => {
       const s = router.stats;
-      return { local: s.local, forwarded: s.forwarded, dp_rank: s.toRank, owner_gone: s.ownerGone };
+      return {
+        local: s.local,
+        forwarded: s.forwarded,
+        dp_rank: s.toRank,
+        owner_gone: s.ownerGone,
+        resent: s.resent,
+      };
     });
     this.gauge('epd_encoder_instances_alive', () =>
       roster.enabled ? roster.list().filter((i) => i.alive).length : 1,

@@ -68,8 +68,15 @@ export class OwnerRouter {
     this.routes = role === 'supervisor' || (role === 'single' && roster.enabled);
   }
 
-  get stats(): { local: number; forwarded: number; toRank: number; ownerGone: number } {
-    return { ...this.counters };
+  /** `resent`: forwarded attempts sent again after no answer within FORWARD_ATTEMPT_MS. */
+  get stats(): {
+    local: number;
+    forwarded: number;
+    toRank: number;
+    ownerGone: number;
+    resent: number;
+  } {
+    return { ...this.counters, resent: this.forwarder.resent };
   }
 
   async route<T>(
