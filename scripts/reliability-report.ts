@@ -129,8 +129,8 @@ function main(): void {
       '| --- | --- | --- | --- | --- | --- |',
       `| ${soak.encodes} | ${soak.waits} | ${soak.seconds} | yes | ${mb(soak.heap_mb.baseline)} → ${mb(soak.heap_mb.after)} (${soak.heap_ratio.toFixed(2)}×) | ${mb(soak.rss_mb.baseline)} → ${mb(soak.rss_mb.after)} (${soak.rss_ratio.toFixed(2)}×) |`,
       '',
-      'Heap is read from the service’s own /metrics without forcing a collection, so it includes',
-      'garbage not yet collected; RSS is the kernel’s.',
+      'Heap is read from the service’s own /metrics right after a full collection (the soak takes',
+      'a heap snapshot first, through --heapsnapshot-signal); RSS is the kernel’s.',
     );
   }
   if (restart) {
