@@ -13,7 +13,7 @@ type Reading<T> = T | undefined | Promise<T | undefined>;
 export abstract class OwnedMetrics implements OnModuleDestroy {
   private readonly owned: string[] = [];
 
-  protected own<M extends Metric>(metric: M): M {
+  protected own<M extends Metric | { readonly name: string }>(metric: M): M {
     this.owned.push((metric as unknown as { name: string }).name);
     return metric;
   }

@@ -5,7 +5,8 @@ import {
   type RegistryStats,
 } from '../meta-registry/meta-registry.service';
 import { MetadataService, type WaitOutcome } from '../meta-registry/metadata.service';
-import type { MetricName } from './catalogue';
+import { family, LATENCY_BUCKETS, type MetricName } from './catalogue';
+import { PlainHistogram } from './plain-histogram';
 import { OwnedMetrics } from './owned-metrics';
 
 /** The `event` label of epd_encoder_registry_events_total, per registry counter. */
@@ -57,19 +58,25 @@ export class RegistryMetrics extends OwnedMetrics {
       return out;
     });
 
-    const total = this.counter('epd_encoder_wait_metadata_total');
-    const seconds = this.histogram('epd_encoder_wait_metadata_seconds');
-    const bound = new Map(
-      OUTCOMES.map((o) => [o, { total: total.labels(o), seconds: seconds.labels(o) }]),
+    // On every wait: plain integers, read at scrape time (no label hashing per call).
+    const seconds = this.own(
+      new PlainHistogram(
+        'epd_encoder_wait_metadata_seconds',
+        family('epd_encoder_wait_metadata_seconds').help,
+        'outcome',
+        OUTCOMES,
+        LATENCY_BUCKETS,
+      ),
     );
-    for (const o of OUTCOMES) {
-      total.inc({ outcome: o }, 0);
-      seconds.zero({ outcome: o });
-    }
+    const observe = Object.fromEntries(OUTCOMES.map((o) => [o, seconds.child(o)])) as Record<
+      WaitOutcome,
+      (s: number) => void
+    >;
+    const totals: Record<WaitOutcome, number> = { ok: 0, timeout: 0, error: 0, cancelled: 0 };
+    this.ownTotals('epd_encoder_wait_metadata_total', () => totals);
     metadata.observeWaits((outcome, s) => {
-      const b = bound.get(outcome)!;
-      b.total.inc();
-      b.seconds.observe(s);
+      totals[outcome]++;
+      observe[outcome](s);
     });
   }
 
