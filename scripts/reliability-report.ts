@@ -5,18 +5,7 @@
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-
-/** test/support/fault-report.ts writes these. */
-interface FaultOutcome {
-  fault: string;
-  calls: number;
-  answeredOk: number;
-  answeredError: number;
-  neverAnswered: number;
-  silentlyLost: number;
-  leftBehind: number;
-  slowestMs?: number;
-}
+import type { FaultOutcome } from '../test/support/fault-report';
 
 interface JestResults {
   numPassedTests: number;

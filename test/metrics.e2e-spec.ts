@@ -13,6 +13,14 @@ function value(text: string, series: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/** The values of `series` in Prometheus text, to compare with the expected ones at once. */
+function values(
+  text: string,
+  expected: Record<string, number>,
+): Record<string, number | undefined> {
+  return Object.fromEntries(Object.keys(expected).map((series) => [series, value(text, series)]));
+}
+
 /** Families of ours in Prometheus text: name → type. */
 function families(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -100,12 +108,15 @@ describe('Prometheus /metrics (e2e)', () => {
     });
 
     it('counts wait_metadata outcomes and times them: 3 ok, 2 timeouts', () => {
-      expect(value(text, 'epd_encoder_wait_metadata_total{outcome="ok"}')).toBe(3);
-      expect(value(text, 'epd_encoder_wait_metadata_total{outcome="timeout"}')).toBe(2);
-      expect(value(text, 'epd_encoder_wait_metadata_total{outcome="error"}')).toBe(0);
-      expect(value(text, 'epd_encoder_wait_metadata_total{outcome="cancelled"}')).toBe(0);
-      expect(value(text, 'epd_encoder_wait_metadata_seconds_count{outcome="ok"}')).toBe(3);
-      expect(value(text, 'epd_encoder_wait_metadata_seconds_count{outcome="timeout"}')).toBe(2);
+      const expected = {
+        'epd_encoder_wait_metadata_total{outcome="ok"}': 3,
+        'epd_encoder_wait_metadata_total{outcome="timeout"}': 2,
+        'epd_encoder_wait_metadata_total{outcome="error"}': 0,
+        'epd_encoder_wait_metadata_total{outcome="cancelled"}': 0,
+        'epd_encoder_wait_metadata_seconds_count{outcome="ok"}': 3,
+        'epd_encoder_wait_metadata_seconds_count{outcome="timeout"}': 2,
+      };
+      expect(values(text, expected)).toEqual(expected);
       // Each timeout took at least its 200 ms; no ok wait took that long.
       expect(
         value(text, 'epd_encoder_wait_metadata_seconds_sum{outcome="timeout"}'),
@@ -113,9 +124,12 @@ describe('Prometheus /metrics (e2e)', () => {
       expect(
         value(text, 'epd_encoder_wait_metadata_seconds_bucket{le="0.1",outcome="timeout"}'),
       ).toBe(0);
-      expect(value(text, 'epd_encoder_registry_events_total{event="timeout"}')).toBe(2);
-      expect(value(text, 'epd_encoder_registry_events_total{event="wait"}')).toBe(5);
-      expect(value(text, 'epd_encoder_registry_waiters')).toBe(0);
+      const registry = {
+        'epd_encoder_registry_events_total{event="timeout"}': 2,
+        'epd_encoder_registry_events_total{event="wait"}': 5,
+        epd_encoder_registry_waiters: 0,
+      };
+      expect(values(text, registry)).toEqual(registry);
     });
 
     it('counts encodes by outcome and error type, and the 409 as a rejection', () => {
@@ -153,18 +167,21 @@ describe('Prometheus /metrics (e2e)', () => {
     });
 
     it('counts the delivery, its bytes and its ack, and each release by reason', () => {
-      expect(value(text, 'epd_encoder_sends_total{outcome="acked"}')).toBe(1);
-      expect(value(text, 'epd_encoder_sends_total{outcome="failed"}')).toBe(0);
-      expect(value(text, 'epd_encoder_sent_bytes_total')).toBe(bytes);
-      expect(value(text, 'epd_encoder_send_seconds_count{backend="tcp"}')).toBe(1);
-      expect(value(text, 'epd_encoder_transfer_connections')).toBe(1);
-      expect(value(text, 'epd_encoder_releases_total{reason="ack"}')).toBe(1);
-      expect(value(text, 'epd_encoder_releases_total{reason="explicit"}')).toBe(1);
-      expect(value(text, 'epd_encoder_releases_total{reason="ttl"}')).toBe(0);
-      expect(value(text, 'epd_encoder_releases_total{reason="error"}')).toBe(0);
-      expect(value(text, 'epd_encoder_staged_bytes')).toBe(0);
-      expect(value(text, 'epd_encoder_staged_oldest_age_seconds')).toBe(0);
-      expect(value(text, 'epd_encoder_active_requests')).toBe(0);
+      const expected = {
+        'epd_encoder_sends_total{outcome="acked"}': 1,
+        'epd_encoder_sends_total{outcome="failed"}': 0,
+        epd_encoder_sent_bytes_total: bytes,
+        'epd_encoder_send_seconds_count{backend="tcp"}': 1,
+        epd_encoder_transfer_connections: 1,
+        'epd_encoder_releases_total{reason="ack"}': 1,
+        'epd_encoder_releases_total{reason="explicit"}': 1,
+        'epd_encoder_releases_total{reason="ttl"}': 0,
+        'epd_encoder_releases_total{reason="error"}': 0,
+        epd_encoder_staged_bytes: 0,
+        epd_encoder_staged_oldest_age_seconds: 0,
+        epd_encoder_active_requests: 0,
+      };
+      expect(values(text, expected)).toEqual(expected);
     });
   });
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { encodeBody } from './support/calls';
+import { callAs, encodeBody } from './support/calls';
 import { dataUri, image } from './support/media';
 import { NatsServer } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
@@ -87,11 +87,7 @@ describe('NATS TLS, authentication and per-role permissions (e2e)', () => {
     conns.push(nc);
     return nc;
   };
-  const call = async (nc: NatsConnection, dp: string, data: object) =>
-    (await nc.request(`epd.v1.${dp}`, JSON.stringify(data), { timeout: 10_000 })).json<{
-      response?: Record<string, unknown>;
-      err?: { code: number; type: string };
-    }>();
+  const call = callAs;
 
   beforeAll(async () => {
     tls = await certificates(dir);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser, type KeyPair } from '@nats-io/nkeys';
 import { connect, credsAuthenticator, type NatsConnection } from '@nats-io/transport-node';
-import { encodeBody } from './support/calls';
+import { callAs, encodeBody } from './support/calls';
 import { dataUri, image } from './support/media';
 import { NatsServer } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
@@ -44,11 +44,7 @@ describe('NATS .creds (JWT + NKey) and accounts (e2e)', () => {
     conns.push(nc);
     return nc;
   };
-  const call = async (nc: NatsConnection, dp: string, data: object) =>
-    (await nc.request(`epd.v1.${dp}`, JSON.stringify(data), { timeout: 10_000 })).json<{
-      response?: Record<string, unknown>;
-      err?: { code: number; type: string };
-    }>();
+  const call = callAs;
 
   beforeAll(async () => {
     const operator = createOperator();

@@ -30,6 +30,12 @@ export async function natsCall(
   return msg.json<Reply>();
 }
 
+/** One call on `epd.v1.<dp>` (the default prefix) as the identity `nc` connected with. */
+export async function callAs(nc: NatsConnection, dp: string, data: object): Promise<Reply> {
+  const msg = await nc.request(`epd.v1.${dp}`, JSON.stringify(data), { timeout: 10_000 });
+  return msg.json<Reply>();
+}
+
 /** A one-part `/encode` body. */
 export const encodeBody = (reqId: string, items: unknown[], modality = 'image') => ({
   req_id: reqId,
