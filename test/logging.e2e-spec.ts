@@ -121,8 +121,10 @@ describe('terminal output (e2e, built service under a pty)', () => {
       await waitFor(() => /Try\s/.test(out), 2000);
       expect(out).toMatch(new RegExp(`Dashboard\\s+http://127\\.0\\.0\\.1:${port}/admin/ui`));
       expect(out).toMatch(new RegExp(`Metrics\\s+http://127\\.0\\.0\\.1:${port}/metrics`));
-      // pino-pretty's lines: a level word, not a JSON object.
-      expect(out).toMatch(/INFO.*serving NATS subjects/);
+      // pino-pretty's lines: a level word, not a JSON object. They come from the transport's
+      // worker thread, so they may land after the banner (CI saw the banner alone at first).
+      const pretty = /INFO.*serving NATS subjects/;
+      expect(await waitFor(() => pretty.test(out), 10_000)).toBe(true);
       expect(out).not.toMatch(/^\{"level"/m);
     } finally {
       // Stop the service itself (script's child) by PID, then script.

@@ -10,6 +10,9 @@ import { sharedNatsUrl, startTestApp, uniquePrefix } from './support/app';
 import { MAIN, startServiceProcess } from './support/service-process';
 import { dataUri, image } from './support/media';
 import { RequestLifecycle } from '../src/requests/request-lifecycle.service';
+import { connect } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 
 /**
  * What only a shared store can do: two processes (or two instances) on one bucket see each
@@ -216,6 +219,27 @@ describe('a bucket that exists with other settings (e2e, the built service)', ()
       expect(stderr).toContain('delete the bucket or use another EPD_KV_BUCKET');
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('two instances creating the bucket at once (e2e)', () => {
+  it('concurrent-bucket-create: a bucket its creator has not capped yet is capped, not refused', async () => {
+    // The creator's state between its two steps (KV create, then max_msgs on the stream):
+    // CI saw the second instance refuse to start on it (exit 78, "maxEntries -1").
+    const bucket = freshBucket('race');
+    const nc = await connect({ servers: sharedNatsUrl() });
+    try {
+      await new Kvm(jetstream(nc)).create(bucket, { history: 1, ttl: 180_000, replicas: 1 });
+      const second = await kvRegistry(sharedNatsUrl(), { EPD_KV_BUCKET: bucket });
+      try {
+        const info = await (await jetstreamManager(nc)).streams.info(`KV_${bucket}`);
+        expect(info.config.max_msgs).toBe(second.config.registry.maxEntries);
+      } finally {
+        await second.close({ destroy: true });
+      }
+    } finally {
+      await nc.close();
     }
   });
 });

@@ -145,18 +145,26 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       throw err;
     });
     const kv = await new Kvm(js).create(kvBucket, { history: 1, ttl, replicas: kvReplicas });
-    if (!existing) {
-      // KV options have no message cap: set it on the stream the bucket just created.
+    // KV options have no message cap: it is set on the stream once the bucket exists. A
+    // bucket without one was just created, here or by a peer starting at the same moment
+    // (between its two steps): cap it rather than take it for a conflicting one.
+    const uncapped = !existing || existing.config.max_msgs === -1;
+    if (uncapped) {
       const info = await jsm.streams.info(stream);
       await jsm.streams.update(stream, { ...info.config, max_msgs: maxEntries });
-      this.logger.log({ bucket: kvBucket, ttlMs: ttl, replicas: kvReplicas }, 'created KV bucket');
-    } else {
+      if (!existing)
+        this.logger.log(
+          { bucket: kvBucket, ttlMs: ttl, replicas: kvReplicas },
+          'created KV bucket',
+        );
+    }
+    if (existing) {
       const c = existing.config;
       const have = {
         ttlMs: Math.round(c.max_age / 1e6),
         replicas: c.num_replicas,
         history: c.max_msgs_per_subject,
-        maxEntries: c.max_msgs,
+        maxEntries: uncapped ? maxEntries : c.max_msgs,
       };
       const want = { ttlMs: ttl, replicas: kvReplicas, history: 1, maxEntries };
       const wrong = (Object.keys(want) as (keyof typeof want)[]).filter((k) => have[k] !== want[k]);
