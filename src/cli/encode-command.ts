@@ -4,23 +4,7 @@ import { extname } from 'node:path';
 import type { EncodeResult, EncoderClient } from '../client/encoder-client';
 import type { Modality } from '../encoder/pipeline/encode-request.schema';
 import { parseEndpoint } from '../transfer/embedding-transport';
-
-const MIME: Record<string, [string, Modality]> = {
-  '.png': ['image/png', 'image'],
-  '.jpg': ['image/jpeg', 'image'],
-  '.jpeg': ['image/jpeg', 'image'],
-  '.webp': ['image/webp', 'image'],
-  '.bmp': ['image/bmp', 'image'],
-  '.tif': ['image/tiff', 'image'],
-  '.tiff': ['image/tiff', 'image'],
-  '.gif': ['image/gif', 'image'],
-  '.mp4': ['video/mp4', 'video'],
-  '.webm': ['video/webm', 'video'],
-  '.wav': ['audio/wav', 'audio'],
-  '.flac': ['audio/flac', 'audio'],
-  '.mp3': ['audio/mpeg', 'audio'],
-  '.ogg': ['audio/ogg', 'audio'],
-};
+import { MEDIA_TYPES } from './media-types';
 
 export interface EncodeCommandOptions {
   items: string[];
@@ -42,7 +26,7 @@ export interface EncodeCommandResult extends EncodeResult {
 /** A file becomes a data URI (its type from the extension); URLs and data URIs pass as they are. */
 export function mediaItem(item: string): { url: string; modality?: Modality } {
   if (/^(https?|data|file):/i.test(item)) return { url: item };
-  const known = MIME[extname(item).toLowerCase()];
+  const known = MEDIA_TYPES[extname(item).toLowerCase()];
   const bytes = readFileSync(item);
   const mime = known?.[0] ?? 'application/octet-stream';
   return { url: `data:${mime};base64,${bytes.toString('base64')}`, modality: known?.[1] };

@@ -3,6 +3,7 @@ import { extname, join } from 'node:path';
 import sharp from 'sharp';
 import type { EncodeBody, EncodeResult, EncoderClient } from '../client/encoder-client';
 import { MMError } from '../common/errors/mm-error';
+import { MEDIA_TYPES } from './media-types';
 
 export interface LoadOptions {
   /** Closed loop: this many requests in flight. */
@@ -33,25 +34,22 @@ export interface LoadReport {
   skipped: number;
 }
 
-const MIME: Record<string, string> = {
-  '.png': 'image/png',
-  '.jpg': 'image/jpeg',
-  '.jpeg': 'image/jpeg',
-  '.webp': 'image/webp',
-  '.gif': 'image/gif',
+/** The image types `--images <dir>` takes, by extension. */
+const imageType = (file: string): string | undefined => {
+  const t = MEDIA_TYPES[extname(file).toLowerCase()];
+  return t?.[1] === 'image' ? t[0] : undefined;
 };
 
 /** Data URIs of the images to send: a directory's (up to 1000), or `n` generated 448×448. */
 export async function loadImages(dir: string | undefined, n: number): Promise<string[]> {
   if (dir) {
     const files = readdirSync(dir)
-      .filter((f) => MIME[extname(f).toLowerCase()] && statSync(join(dir, f)).isFile())
+      .filter((f) => imageType(f) && statSync(join(dir, f)).isFile())
       .sort()
       .slice(0, 1000);
     if (files.length === 0) throw new Error(`no .png/.jpg/.webp/.gif images in ${dir}`);
     return files.map(
-      (f) =>
-        `data:${MIME[extname(f).toLowerCase()]};base64,${readFileSync(join(dir, f)).toString('base64')}`,
+      (f) => `data:${imageType(f)};base64,${readFileSync(join(dir, f)).toString('base64')}`,
     );
   }
   return Promise.all(
