@@ -21,19 +21,16 @@ export async function metricsOf(ranks?: LocalRanks): Promise<Registry> {
 /**
  * This process's metrics; a DP supervisor's include every live worker's, merged by
  * prom-client's AggregatorRegistry (series of different ranks stay apart by `dp_rank`).
- * A worker that does not answer within a second is left out of that read. /metrics and
- * the dashboard both read through here.
+ * A worker that does not answer within a second is left out of that read. The dashboard
+ * reads through here; /metrics calls metricsOf() itself (its controller lives in
+ * PrometheusModule's scope).
  */
 @Injectable()
 export class MetricsSource {
   /** The supervisor's workers (DispatchModule); absent in a single process or a worker. */
   constructor(@Optional() private readonly ranks?: LocalRanks) {}
 
-  registry(): Promise<Registry> {
-    return metricsOf(this.ranks);
-  }
-
   async json(): Promise<MetricsJson> {
-    return await (await this.registry()).getMetricsAsJSON();
+    return await (await metricsOf(this.ranks)).getMetricsAsJSON();
   }
 }
