@@ -34,6 +34,15 @@ export interface ForwardResult {
   forwardMs: number;
 }
 
+/**
+ * The inference thread's reply: a result, or a failed fused forward with every part's
+ * input handed back. The inputs were transferred to that thread, so the main thread holds
+ * only detached buffers; the scheduler retries each request alone with these.
+ */
+export type ForwardReply =
+  | ({ ok: true } & ForwardResult)
+  | { ok: false; message: string; code?: number; inputs: Float32Array[] };
+
 export interface ModelInfo {
   visionDim: number;
   audioDim: number;

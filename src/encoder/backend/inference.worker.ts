@@ -9,6 +9,7 @@ import { toBfloat16Array } from './half-precision';
 import { checkModelContract } from './model-contract-check';
 import { audioRows, melBins, modelInputs } from './model-inputs';
 import type {
+  ForwardReply,
   ForwardResult,
   ForwardTask,
   InferenceWorkerData,
@@ -164,13 +165,10 @@ async function audioOutputs(task: ForwardTask, dims: readonly number[], values: 
 }
 
 /** One packed forward for every part (a fused batch), split back per request. */
-export async function forward(task: ForwardTask): Promise<ForwardResult> {
+async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardResult> {
   const { vision, audio, info: models } = await load();
   const session = task.kind === 'vision' ? vision : audio;
-  const input = pack(
-    task.parts.map((p) => p.data),
-    scratchOf,
-  );
+  const input = pack(inputs, scratchOf);
   const feeds = modelInputs(
     session,
     task.kind,
@@ -187,10 +185,36 @@ export async function forward(task: ForwardTask): Promise<ForwardResult> {
     task.kind === 'vision'
       ? await visionOutputs(task, tensor.dims, values)
       : await audioOutputs(task, tensor.dims, values);
-  const dim = Number(tensor.dims.at(-1));
   reclaimAfter(input.byteLength + values.byteLength);
+  return { outputs, dim: Number(tensor.dims.at(-1)), forwardMs };
+}
+
+/**
+ * A fused forward that fails hands every input back, so that each request can be retried
+ * alone: the main thread has no copy (it transferred them here). A lone request's failure
+ * is thrown as it is.
+ */
+export async function forward(task: ForwardTask): Promise<ForwardReply> {
+  const inputs = task.parts.map((p) => p.data);
+  let result: ForwardResult;
+  try {
+    result = await run(task, inputs);
+  } catch (err) {
+    if (inputs.length === 1) throw err;
+    const { message, code } = err as { message?: string; code?: unknown };
+    const failed: ForwardReply = {
+      ok: false,
+      message: message ?? String(err),
+      ...(typeof code === 'number' ? { code } : {}),
+      inputs,
+    };
+    return moveOut(
+      failed,
+      inputs.map((i) => i.buffer),
+    );
+  }
   return moveOut(
-    { outputs, dim, forwardMs },
-    outputs.map((o) => o.data.buffer),
+    { ok: true, ...result },
+    result.outputs.map((o) => o.data.buffer),
   );
 }

@@ -6,7 +6,13 @@ import { AppConfig } from '../../config/app-config';
 import { closePool } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import { EncoderBackend } from './encoder-backend';
-import type { ForwardResult, ForwardTask, InferenceWorkerData, ModelInfo } from './forward.types';
+import type {
+  ForwardReply,
+  ForwardResult,
+  ForwardTask,
+  InferenceWorkerData,
+  ModelInfo,
+} from './forward.types';
 import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
 
@@ -75,11 +81,22 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
     return this.infoPromise;
   }
 
-  forward(task: ForwardTask): Promise<ForwardResult> {
-    return this.pool.run(task, {
+  async forward(task: ForwardTask): Promise<ForwardResult> {
+    // piscina never settles a task whose transfer list holds a detached buffer: refuse it.
+    // (A detached array reads as empty; its part still has rows.)
+    if (task.parts.some((p) => p.rows > 0 && p.data.byteLength === 0))
+      throw new Error('model input already handed to the inference thread (detached)');
+    const reply = (await this.pool.run(task, {
       name: 'forward',
       transferList: task.parts.map((p) => p.data.buffer as ArrayBuffer),
-    }) as Promise<ForwardResult>;
+    })) as ForwardReply;
+    if (reply.ok) return reply;
+    // A fused forward failed: the parts get their inputs back for the retry one by one.
+    task.parts.forEach((p, i) => (p.data = reply.inputs[i]!));
+    throw Object.assign(
+      new Error(reply.message),
+      reply.code === undefined ? {} : { code: reply.code },
+    );
   }
 
   async onModuleDestroy(): Promise<void> {
