@@ -96,4 +96,21 @@ describe('OverloadGate', () => {
     await tick();
     expect(gate.stats.queued).toBe(0);
   });
+
+  it('echoes ids as written when plainly valid, decodes escapes, and gives null for invalid JSON', () => {
+    const gate = new OverloadGate(100, 1, clock);
+    const h = gate.wrap('wait_metadata', () => undefined);
+    h(null, msg('{}')); // handled at once
+    h(null, msg('{}')); // queued: the queue is now full, so the next calls are shed
+    const cases = {
+      plain: ['{"req_id":"émoji 🫰 id"}', 'émoji 🫰 id'],
+      escaped: ['{"req_id":"tab\\there \\u00e9"}', 'tab\there é'],
+      control: ['{"req_id":"raw \u0001 control"}', null],
+    } as const;
+    for (const [body, expected] of Object.values(cases)) {
+      const m = msg(body);
+      h(null, m);
+      expect(JSON.parse(m.answers[0]!)).toMatchObject({ err: { code: 503, req_id: expected } });
+    }
+  });
 });
