@@ -7,6 +7,7 @@ import type { CustomStrategy } from '@nestjs/microservices';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { jsonBody } from './common/http/json-body.middleware';
+import { requestLogging } from './logging/logging.module';
 import { AppConfig, dpRole } from './config/app-config';
 import { InstanceRoster } from './routing/instance-roster.service';
 import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
@@ -31,6 +32,8 @@ export function configureApp(
     );
   }
   app.use(jsonBody(app.get(AppConfig).http.maxBodyBytes));
+  // After the body parser: request lines name the req_id of the body.
+  app.use(requestLogging());
   app.connectMicroservice<CustomStrategy>(
     { strategy: app.get(EpdNatsServer) },
     { inheritAppConfig: true },

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { waitFor } from './support/calls';
@@ -62,6 +63,66 @@ describe('log context (e2e, built service process)', () => {
       msg: 'encode metadata not ready',
     });
     expect(line.match(/"req_id"/g)).toHaveLength(1);
+  });
+});
+
+/**
+ * http-logging-taxes-every-promise: nestjs-pino's middleware bound a per-request logger
+ * with AsyncLocalStorage. After the first HTTP request (a health probe is enough), Node
+ * 20's promise hooks ran for every promise of the process, NATS calls included:
+ * wait_metadata throughput 0.69-0.71x raw NATS with them, 0.76-0.82x without (quick
+ * bench runs). HTTP lines are logged without it now; this shows no promise is tracked
+ * after HTTP and NATS traffic, and that the request lines are still written.
+ */
+describe('HTTP request logging without AsyncLocalStorage (e2e, built service process)', () => {
+  it('leaves promise hooks off after HTTP and NATS traffic, and still logs each request once', async () => {
+    const prefix = uniquePrefix();
+    const svc = await startServiceProcess({
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_SUBJECT_PREFIX: prefix,
+      EPD_LOG_LEVEL: 'info',
+      EPD_LOG_FORMAT: 'json',
+      NODE_OPTIONS: `--require ${join(__dirname, 'fixtures', 'probes', 'promise-hooks.js')}`,
+    });
+    try {
+      const nc = await connect({ servers: sharedNatsUrl() });
+      await nc.request(
+        `${prefix}.v1.wait_metadata`,
+        JSON.stringify({ req_id: 'h', timeout_ms: 1 }),
+      );
+      await nc.drain();
+      await fetch(`${svc.url}/scheduler_receive_meta_data`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': 'http-req-1' },
+        body: JSON.stringify({ req_id: 'als-http', timeout_ms: 1 }),
+      });
+      await fetch(`${svc.url}/admin/registry`);
+      svc.proc.kill('SIGWINCH');
+      expect(await waitFor(() => svc.output().includes('PROMISE_HOOKS'))).toBe(true);
+      expect(/PROMISE_HOOKS (\d+)/.exec(svc.output())![1]).toBe('0');
+      const json = svc
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map(
+          (l) =>
+            JSON.parse(l) as {
+              req?: { id?: string };
+              req_id?: string;
+              request_id?: string;
+              msg: string;
+            },
+        );
+      // The error line names the req_id and the request id of its pino-http line.
+      expect(
+        json.filter((l) => l.msg === 'encode metadata not ready' && l.req_id === 'als-http'),
+      ).toEqual([expect.objectContaining({ request_id: 'http-req-1' })]);
+      expect(json.filter((l) => l.req?.id === 'http-req-1')).toEqual([
+        expect.objectContaining({ req_id: 'als-http', msg: 'request errored' }),
+      ]);
+    } finally {
+      await svc.stop();
+    }
   });
 });
 

@@ -32,15 +32,19 @@ function requestData(host: ArgumentsHost): { reqId?: string } {
 }
 
 /**
- * What an error line needs to be found by req_id. HTTP lines get req_id from pino-http's
- * request context (LoggingModule), so it is not repeated; NATS messages have no such
- * context (nestjs-pino's per-message context costs ~35% of wait_metadata throughput,
- * measured), so their req_id and dp_type are added here.
+ * What an error line needs to be found by req_id: its req_id, and the operation (a NATS
+ * dp_type) or the HTTP request's id (pino-http's, the one its "request completed" line
+ * carries). Neither transport binds a per-request logger: that takes AsyncLocalStorage,
+ * whose promise hooks every promise of the process then pays (LoggingModule).
  */
-function logContext(host: ArgumentsHost, reqId?: string): Record<string, string> {
-  if (host.getType() !== 'rpc') return {};
+function logContext(host: ArgumentsHost, reqId?: string): Record<string, unknown> {
+  const context: Record<string, unknown> = reqId ? { req_id: reqId } : {};
+  if (host.getType() !== 'rpc') {
+    const id = (host.switchToHttp().getRequest<Request>() as Request & { id?: unknown }).id;
+    return id === undefined ? context : { ...context, request_id: id };
+  }
   const dpType = operationOf(host);
-  return { ...(reqId ? { req_id: reqId } : {}), ...(dpType ? { dp_type: dpType } : {}) };
+  return dpType ? { ...context, dp_type: dpType } : context;
 }
 
 /**
