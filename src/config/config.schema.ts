@@ -50,6 +50,7 @@ export const configSchema = z.object({
       .string()
       .regex(/^[A-Za-z0-9_-]+$/, 'must be a JetStream KV bucket name (letters, digits, _ and -)'),
     kvReplicas: z.coerce.number().int().min(1).max(5),
+    restartLedger: z.string(),
   }),
   instance: z.object({
     // A subject token: the instance answers <prefix>.v1.inst.<id>.<dp_type>.
@@ -150,6 +151,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_REGISTRY_SWEEP_INTERVAL_MS: ['registry', 'sweepIntervalMs'],
   EPD_KV_BUCKET: ['registry', 'kvBucket'],
   EPD_KV_REPLICAS: ['registry', 'kvReplicas'],
+  EPD_RESTART_LEDGER: ['registry', 'restartLedger'],
   EPD_INSTANCE_ID: ['instance', 'id'],
   EPD_INSTANCE_HEARTBEAT_MS: ['instance', 'heartbeatMs'],
   EPD_MAX_BATCH_SIZE: ['encoder', 'maxBatchSize'],

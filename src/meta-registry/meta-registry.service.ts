@@ -12,7 +12,9 @@ import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { BOOT_ID } from '../common/boot-id';
 import { AppConfig, dpRole } from '../config/app-config';
+import { MemoryMetaStore } from './memory-meta-store';
 import { MetaStore, type Owner, type StoredMeta } from './meta-store';
+import { RestartLedger, type LedgerEntry } from './restart-ledger';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
 
 export interface WaitOptions {
@@ -50,6 +52,9 @@ export interface RegistryStats {
   counters: RegistryCounters;
 }
 
+/** How often the restart ledger is rewritten after a change. */
+const LEDGER_INTERVAL_MS = 200;
+
 /** Waiters of one req_id share one subject; it exists only while someone waits. */
 interface Slot {
   readonly subject: Subject<StoredMeta>;
@@ -85,15 +90,31 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     expired: 0,
   };
 
+  /** Memory store, outside a DP worker: what this process holds, for the next one. */
+  private readonly ledger?: RestartLedger;
+  /** req_ids whose embeddings the previous process held: req_id → until (epoch ms). */
+  private readonly lost = new Map<string, number>();
+
   constructor(
     private readonly store: MetaStore,
     private readonly config: AppConfig,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    // A DP worker's records live on in its supervisor, which keeps the ledger for them all.
+    if (store instanceof MemoryMetaStore && dpRole(config) !== 'worker') {
+      const path = RestartLedger.pathFor(
+        config.registry.restartLedger,
+        config.nats.subjectPrefix,
+        config.http.port,
+      );
+      if (path) this.ledger = new RestartLedger(path, BOOT_ID, LEDGER_INTERVAL_MS);
+    }
+  }
 
   onModuleInit(): void {
     this.sweepTimer = setInterval(() => void this.sweep(), this.config.registry.sweepIntervalMs);
     this.sweepTimer.unref();
+    if (this.ledger) this.restoreLost(this.ledger);
     // A shared store reports puts made anywhere (this process's included, which find
     // their slots already answered): each wakes only the waiters of its own req_id.
     this.changes = this.store.changes?.subscribe((record) => this.wake(record));
@@ -115,6 +136,46 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     const rank = this.config.encoder.dpRank;
     if (role === 'worker') return { instance, rank, pid: process.pid, boot: BOOT_ID };
     return { instance, rank, boot: BOOT_ID };
+  }
+
+  /**
+   * The embeddings the previous process held (its restart ledger) died with it: each gets
+   * a record with that error, so a wait_metadata learns it at once, and calls for it are
+   * refused with it (lostInRestart) until a new encode of the req_id publishes again.
+   */
+  private restoreLost(ledger: RestartLedger): void {
+    const now = this.clock.now();
+    const previous = ledger.previous(now);
+    for (const [reqId, until] of previous) {
+      this.lost.set(reqId, until);
+      const { message } = Errors.embeddingLost(reqId);
+      void this.store.put({ reqId, metadata: { error: message }, publishedAt: now });
+    }
+    if (previous.length > 0) {
+      this.logger.warn(
+        { count: previous.length, ledger: ledger.path },
+        `${previous.length} staged embedding(s) of the previous process were lost in the restart`,
+      );
+    }
+    ledger.start(
+      () => this.ledgerEntries(),
+      (err) => this.logger.error({ err, ledger: ledger.path }, 'restart ledger write failed'),
+    );
+  }
+
+  /** The req_ids this process has published (not errors), each with its TTL's end. */
+  private *ledgerEntries(): Iterable<LedgerEntry> {
+    if (!(this.store instanceof MemoryMetaStore)) return;
+    const ttl = this.config.timeouts.sendTimeoutMs;
+    for (const record of this.store.all()) {
+      if (!isErrorMeta(record.metadata)) yield [record.reqId, record.publishedAt + ttl];
+    }
+  }
+
+  /** Whether the previous process held `reqId`'s embedding when it stopped (and nothing since). */
+  lostInRestart(reqId: string): boolean {
+    const until = this.lost.get(reqId);
+    return until !== undefined && until > this.clock.now();
   }
 
   /**
@@ -147,6 +208,8 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     await this.store.put(record);
     this.counters.publishes++;
     if (isErrorMeta(metadata)) this.counters.errorPublishes++;
+    else this.lost.delete(reqId); // encoded again since the restart
+    this.ledger?.changed();
     this.wake(record);
   }
 
@@ -247,7 +310,10 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
   /** Drops the entry; waiters stay parked (a later publish for the same id still wakes them). */
   async discard(reqId: string): Promise<boolean> {
     const removed = await this.store.delete(reqId);
-    if (removed) this.counters.discards++;
+    if (removed) {
+      this.counters.discards++;
+      this.ledger?.changed();
+    }
     return removed;
   }
 
@@ -260,8 +326,12 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
         this.clock.now() - this.config.timeouts.sendTimeoutMs,
       );
       this.counters.expired += expired.length;
-      if (expired.length > 0)
+      if (expired.length > 0) {
+        this.ledger?.changed();
         this.logger.debug({ count: expired.length }, 'expired metadata entries');
+      }
+      const now = this.clock.now();
+      for (const [reqId, until] of this.lost) if (until <= now) this.lost.delete(reqId);
       return expired.length;
     } catch (err) {
       this.logger.error({ err }, 'metadata TTL sweep failed; retrying on the next tick');
@@ -301,6 +371,11 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     this.closed = true;
     clearInterval(this.sweepTimer);
     this.changes?.unsubscribe();
+    try {
+      this.ledger?.stop(this.ledgerEntries());
+    } catch (err) {
+      this.logger.error({ err, ledger: this.ledger?.path }, 'restart ledger write failed');
+    }
     const failing = [...this.slots.values()];
     this.slots.clear();
     for (const slot of failing) {

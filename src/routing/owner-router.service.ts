@@ -87,6 +87,11 @@ export class OwnerRouter {
     local: () => Promise<T>,
     options: RouteOptions,
   ): Promise<T> {
+    if (dp !== 'release' && this.registry.lostInRestart(reqId)) {
+      // Held by this service's previous process (restart ledger, memory store): gone with it.
+      this.counters.ownerGone++;
+      throw Errors.embeddingLost(reqId);
+    }
     const owner = this.routes ? await this.ownerFor(reqId, deadline, options) : undefined;
     if (owner && owner.instance !== this.config.instance.id) {
       return this.forward<T>(dp, reqId, body, deadline, owner);

@@ -1,0 +1,58 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RestartLedger } from './restart-ledger';
+
+describe('RestartLedger', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'epd-ledger-unit-'));
+
+  it('gives the previous process entries still within their TTL, never its own', () => {
+    const path = join(dir, 'a.json');
+    const before = new RestartLedger(path, 'boot-1', 10);
+    before.start(
+      () => [],
+      () => undefined,
+    );
+    before.stop([
+      ['held', 2_000],
+      ['expired', 500],
+    ]);
+    expect(new RestartLedger(path, 'boot-2', 10).previous(1_000)).toEqual([['held', 2_000]]);
+    expect(new RestartLedger(path, 'boot-1', 10).previous(1_000)).toEqual([]);
+  });
+
+  it('knows nothing from a missing or corrupt file, or from malformed entries', () => {
+    expect(new RestartLedger(join(dir, 'none.json'), 'b', 10).previous(0)).toEqual([]);
+    const corrupt = join(dir, 'corrupt.json');
+    writeFileSync(corrupt, '{"boot":');
+    expect(new RestartLedger(corrupt, 'b', 10).previous(0)).toEqual([]);
+    const odd = join(dir, 'odd.json');
+    writeFileSync(odd, JSON.stringify({ boot: 'a', entries: [['ok', 9], [1, 9], 'x', ['y']] }));
+    expect(new RestartLedger(odd, 'b', 10).previous(0)).toEqual([['ok', 9]]);
+  });
+
+  it('rewrites the file after a change, within its interval', async () => {
+    const path = join(dir, 'live.json');
+    const ledger = new RestartLedger(path, 'boot-3', 5);
+    let held: [string, number][] = [];
+    ledger.start(
+      () => held,
+      () => undefined,
+    );
+    held = [['r1', 99]];
+    ledger.changed();
+    await new Promise((r) => setTimeout(r, 30));
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({
+      boot: 'boot-3',
+      entries: [['r1', 99]],
+    });
+    ledger.stop([]);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ entries: [] });
+  });
+
+  it('is off, or named after the prefix and HTTP port under the state dir', () => {
+    expect(RestartLedger.pathFor('off', 'epd', 8080)).toBeUndefined();
+    expect(RestartLedger.pathFor('/x/l.json', 'epd', 8080)).toBe('/x/l.json');
+    expect(RestartLedger.pathFor('', 'a.b*c', 80)).toMatch(/epd-encoder\/staged-a\.b_c-80\.json$/);
+  });
+});

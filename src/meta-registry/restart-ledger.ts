@@ -1,0 +1,96 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+
+/** One req_id whose embedding this process held, and until when a call for it is expected. */
+export type LedgerEntry = [reqId: string, until: number];
+
+interface LedgerFile {
+  boot: string;
+  writtenAt: number;
+  entries: LedgerEntry[];
+}
+
+/**
+ * The req_ids whose metadata this process has published and not yet released, kept in a
+ * small file, so that the next process (a restart, or a crash and a respawn) knows which
+ * embeddings died with this one. With the memory store nothing else survives a restart:
+ * a `send` for such a req_id used to be told "already released", and a registration
+ * waited its whole deadline for an encode that would never start.
+ *
+ * The file is rewritten (to a temporary file, then renamed over it) at most every
+ * `intervalMs`, and only after a change; what changed in the last interval before a crash
+ * is not in it. It holds at most the registry's entries (EPD_REGISTRY_MAX_ENTRIES).
+ */
+export class RestartLedger {
+  private dirty = false;
+  private timer?: NodeJS.Timeout;
+
+  constructor(
+    readonly path: string,
+    private readonly boot: string,
+    private readonly intervalMs: number,
+  ) {}
+
+  /**
+   * The file for this service (the JetStream store needs none: its records name their boot):
+   * EPD_RESTART_LEDGER, or one per subject prefix and HTTP port under the private state dir.
+   */
+  static pathFor(configured: string, prefix: string, httpPort: number): string | undefined {
+    if (configured === 'off') return undefined;
+    if (configured) return configured;
+    const state = process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+    const name = `${prefix}-${httpPort}`.replace(/[^A-Za-z0-9_.-]/g, '_');
+    return join(state, 'epd-encoder', `staged-${name}.json`);
+  }
+
+  /** What the previous process held, still within its TTL; [] when there is no such file. */
+  previous(now: number): LedgerEntry[] {
+    let file: LedgerFile;
+    try {
+      file = JSON.parse(readFileSync(this.path, 'utf8')) as LedgerFile;
+    } catch {
+      return []; // none yet, or unreadable: nothing is known to be lost
+    }
+    if (file.boot === this.boot || !Array.isArray(file.entries)) return [];
+    return file.entries.filter(
+      (e): e is LedgerEntry =>
+        Array.isArray(e) && typeof e[0] === 'string' && typeof e[1] === 'number' && e[1] > now,
+    );
+  }
+
+  /** Writes `entries()` after each change, at most every intervalMs, until stop(). */
+  start(entries: () => Iterable<LedgerEntry>, onError: (err: unknown) => void): void {
+    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    this.dirty = true; // the previous process's file is replaced by this one's at once
+    this.timer = setInterval(() => {
+      if (!this.dirty) return;
+      this.dirty = false;
+      try {
+        this.write(entries());
+      } catch (err) {
+        this.dirty = true;
+        onError(err);
+      }
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  changed(): void {
+    this.dirty = true;
+  }
+
+  /** Stops the timer and writes what is held now: a graceful stop loses it all the same. */
+  stop(entries: Iterable<LedgerEntry>): void {
+    clearInterval(this.timer);
+    if (this.timer) this.write(entries);
+    this.timer = undefined;
+  }
+
+  private write(entries: Iterable<LedgerEntry>): void {
+    const file: LedgerFile = { boot: this.boot, writtenAt: Date.now(), entries: [...entries] };
+    const tmp = `${this.path}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify(file), { mode: 0o600 });
+    renameSync(tmp, this.path);
+  }
+}
