@@ -39,6 +39,9 @@ const WHAT: Record<string, string> = {
   'registry-shared.e2e-spec.ts': 'owner loss and restart under the same instance id',
   'nats-auth.e2e-spec.ts': 'identities refused what their role may not do, over TLS',
   'destinations.e2e-spec.ts': 'pushes to endpoints outside EPD_ALLOWED_DESTINATIONS',
+  'restart-honesty.e2e-spec.ts':
+    'whole-process SIGKILL and restart on the memory store (single and DP): lost embeddings named',
+  'fused-retry.e2e-spec.ts': 'a fused forward that fails: each request retried alone, no wedge',
   'nats-creds.e2e-spec.ts':
     'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
 };
