@@ -46,6 +46,15 @@ describe.each([
       await nc.request(`${prefix}.v1.${dp}`, JSON.stringify(body), { timeout: 20_000 })
     ).json<Reply>();
 
+  /** A send to a port nobody listens on: only its refusal matters here. */
+  const sendTo9 = (reqId: string, timeoutMs: number) =>
+    call('send', {
+      req_id: reqId,
+      prefill_host: '127.0.0.1',
+      embedding_port: 9,
+      timeout_ms: timeoutMs,
+    });
+
   it('tells every call for an embedding the crashed process held that it was lost', async () => {
     svc = await startServiceProcess(env);
     const png = dataUri(await image(56, 56), 'image/png');
@@ -70,12 +79,7 @@ describe.each([
     expect(wait.err).toMatchObject({ code: 500 });
     expect(wait.err?.message).toMatch(lost);
     const started = Date.now();
-    const send = await call('send', {
-      req_id: 'held',
-      prefill_host: '127.0.0.1',
-      embedding_port: 9,
-      timeout_ms: 5000,
-    });
+    const send = await sendTo9('held', 5000);
     const register = await call('register_destinations', {
       req_id: 'held',
       receive_url: '127.0.0.1:9',
@@ -90,12 +94,7 @@ describe.each([
     const slowest = Date.now() - started;
     expect(slowest).toBeLessThan(2000);
     // What was released before the crash is still just released.
-    const freed = await call('send', {
-      req_id: 'freed',
-      prefill_host: '127.0.0.1',
-      embedding_port: 9,
-      timeout_ms: 1000,
-    });
+    const freed = await sendTo9('freed', 1000);
     expect(String(freed.err?.message)).not.toMatch(/was lost/);
     recordFault(`restart-memory-store${extra.EPD_DP_SIZE ? '-dp' : ''}`, {
       fault: `whole-process crash (SIGKILL) and restart, memory store (${name})`,
