@@ -9,6 +9,7 @@
  * behaviour before shedding existed.
  */
 import { setPriority } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
 import {
@@ -83,6 +84,10 @@ class Generator {
   /** Open loop: `rate` calls per second for SECONDS on a timer, then the deadline to answer. */
   async openLoop(rate: number): Promise<OpenLoop> {
     const first = this.sentAt.length;
+    // The generator's own event-loop delay: when it falls behind, replies are read (and
+    // timed) late, and a late answer is then the generator's, not the service's.
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
     const start = performance.now();
     await new Promise<void>((resolve) => {
       let sent = 0;
@@ -97,6 +102,8 @@ class Generator {
       }, TICK_MS);
     });
     await new Promise((r) => setTimeout(r, DEADLINE_MS + 500));
+    lag.disable();
+    const generatorLagMs = { p99: lag.percentile(99) / 1e6, max: lag.max / 1e6 };
     const out = { offered: 0, ok: 0, overloaded: 0, otherErrors: 0, unanswered: 0, lateAnswers: 0 };
     const answered: number[] = [];
     for (let i = first; i < this.sentAt.length; i++) {
@@ -116,7 +123,12 @@ class Generator {
       else if (this.kind[i] === 2) out.overloaded++;
       else out.otherErrors++;
     }
-    return { ...out, okPerSecond: out.ok / SECONDS, answeredMs: summarize(answered) };
+    return {
+      ...out,
+      okPerSecond: out.ok / SECONDS,
+      answeredMs: summarize(answered),
+      generatorLagMs,
+    };
   }
 }
 
@@ -129,6 +141,7 @@ interface OpenLoop {
   okPerSecond: number;
   answeredMs: ReturnType<typeof summarize>;
   lateAnswers: number;
+  generatorLagMs: { p99: number; max: number };
 }
 
 async function run(nats: NatsServer, prefix: string, env: Record<string, string>) {
@@ -173,6 +186,7 @@ async function main() {
         pct(late(r)),
         String(round(l.okPerSecond / r.sustainable, 2)),
         `${round(l.answeredMs.p50)} / ${round(l.answeredMs.p99)}`,
+        `${round(l.generatorLagMs.p99)} / ${round(l.generatorLagMs.max)}`,
       ];
     };
     const okRatio = on.loaded.okPerSecond / on.sustainable;
@@ -209,13 +223,14 @@ async function main() {
           'not answered in time',
           'ok rate / sustainable',
           'answered p50 / p99 ms',
+          'load generator loop delay p99 / max ms',
         ],
         row('shedding on (default)', on),
         row('shedding off (EPD_OVERLOAD_QUEUE_MS=0)', off),
       ],
       notes: [
         'Open loop: calls are sent on a 5 ms timer at the offered rate whether or not earlier ones were answered, as independent clients do. An answer after the 1 s deadline counts as not answered (its caller gave up).',
-        'The load generator, nats-server and the service share this machine’s cores.',
+        'The load generator, nats-server and the service share this machine’s cores. The generator reads and times every reply on its one thread: while its own loop is delayed (last column), replies are timed late, so an answer counted late may have been on time.',
       ],
     });
   } finally {
