@@ -63,11 +63,18 @@ describe.each([
     // Released before the crash: not lost, and not named as such.
     await call('encode', encodeBody('freed', [png]));
     await call('release', { req_id: 'freed' });
+    // Metadata another party published here names no embedding of ours: not in the ledger.
+    const foreign = await call('publish_metadata', {
+      req_id: 'foreign',
+      metadata: { embedding_size: 16, embedding_len: 1, embedding_dim: 4 },
+    });
+    expect(foreign.err).toBeUndefined();
     expect(
       await waitFor(() => {
         if (!existsSync(ledger)) return false;
         const ids = (JSON.parse(readFileSync(ledger, 'utf8')) as { entries: [string][] }).entries;
-        return ids.some(([id]) => id === 'held') && !ids.some(([id]) => id === 'freed');
+        const has = (reqId: string) => ids.some(([id]) => id === reqId);
+        return has('held') && !has('freed') && !has('foreign');
       }),
     ).toBe(true);
     svc.proc.kill('SIGKILL');

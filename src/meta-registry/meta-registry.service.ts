@@ -163,12 +163,18 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     );
   }
 
-  /** The req_ids this process has published (not errors), each with its TTL's end. */
+  /**
+   * The req_ids whose embeddings this instance stages (its own records, or its DP workers':
+   * metadata, not errors), each with its TTL's end. Metadata others published here
+   * (publish_metadata) names no owner of ours: its embedding is not ours to call lost.
+   */
   private *ledgerEntries(): Iterable<LedgerEntry> {
     if (!(this.store instanceof MemoryMetaStore)) return;
     const ttl = this.config.timeouts.sendTimeoutMs;
+    const instance = this.config.instance.id;
     for (const record of this.store.all()) {
-      if (!isErrorMeta(record.metadata)) yield [record.reqId, record.publishedAt + ttl];
+      if (record.owner?.instance === instance && !isErrorMeta(record.metadata))
+        yield [record.reqId, record.publishedAt + ttl];
     }
   }
 
