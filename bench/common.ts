@@ -1,7 +1,13 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+
+// The services and registries a benchmark starts keep their restart ledgers (and default
+// profile dirs) under XDG_STATE_HOME: a temporary one, never the home directory.
+const state = mkdtempSync(join(tmpdir(), 'epd-bench-state-'));
+process.env.XDG_STATE_HOME = state;
+process.once('exit', () => rmSync(state, { recursive: true, force: true }));
 
 export const QUICK = process.argv.includes('--quick');
 export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');

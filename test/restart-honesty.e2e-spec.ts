@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -39,6 +39,7 @@ describe.each([
   afterAll(async () => {
     await svc?.stop();
     await nc.drain();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   const call = async (dp: string, body: object) =>

@@ -84,6 +84,7 @@ describe('delivery lifecycle property', () => {
         jest.clearAllTimers();
         jest.setSystemTime(0);
         const { config } = loadConfig({
+          EPD_RESTART_LEDGER: 'off',
           EPD_SEND_TIMEOUT_MS: String(TTL),
           EPD_STAGING_MAX_BYTES: '1000000',
         });

@@ -149,7 +149,11 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     for (const [reqId, until] of previous) {
       this.lost.set(reqId, until);
       const { message } = Errors.embeddingLost(reqId);
-      void this.store.put({ reqId, metadata: { error: message }, publishedAt: now });
+      // A registry already full (a smaller EPD_REGISTRY_MAX_ENTRIES than before) keeps no
+      // record for the rest; calls for them are still refused through `lost`.
+      this.store
+        .put({ reqId, metadata: { error: message }, publishedAt: now })
+        .catch(() => undefined);
     }
     if (previous.length > 0) {
       this.logger.warn(
@@ -157,10 +161,18 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
         `${previous.length} staged embedding(s) of the previous process were lost in the restart`,
       );
     }
-    ledger.start(
-      () => this.ledgerEntries(),
-      (err) => this.logger.error({ err, ledger: ledger.path }, 'restart ledger write failed'),
-    );
+    try {
+      ledger.start(
+        () => this.ledgerEntries(),
+        (err) => this.logger.error({ err, ledger: ledger.path }, 'restart ledger write failed'),
+      );
+    } catch (err) {
+      // An unwritable state dir costs the next process its honesty, not this one its start.
+      this.logger.error(
+        { err, ledger: ledger.path },
+        'restart ledger unavailable: after a restart, calls for lost embeddings will not be told so',
+      );
+    }
   }
 
   /**

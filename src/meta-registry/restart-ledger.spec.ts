@@ -1,10 +1,11 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RestartLedger } from './restart-ledger';
 
 describe('RestartLedger', () => {
   const dir = mkdtempSync(join(tmpdir(), 'epd-ledger-unit-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('gives the previous process entries still within their TTL, never its own', () => {
     const path = join(dir, 'a.json');

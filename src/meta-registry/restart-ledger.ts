@@ -82,9 +82,10 @@ export class RestartLedger {
 
   /** Stops the timer and writes what is held now: a graceful stop loses it all the same. */
   stop(entries: Iterable<LedgerEntry>): void {
+    if (!this.timer) return; // never started (or its directory could not be made)
     clearInterval(this.timer);
-    if (this.timer) this.write(entries);
     this.timer = undefined;
+    this.write(entries);
   }
 
   private write(entries: Iterable<LedgerEntry>): void {

@@ -12,7 +12,9 @@ export function makeRegistry(overrides: Record<string, string> = {}): {
   config: AppConfig;
   store: MemoryMetaStore;
 } {
-  const { config } = loadConfig({ ...overrides });
+  // No restart ledger unless a test asks for one: registries of parallel test files would
+  // otherwise read each other's.
+  const { config } = loadConfig({ EPD_RESTART_LEDGER: 'off', ...overrides });
   const store = new MemoryMetaStore(config.registry.maxEntries);
   const registry = new MetaRegistry(store, config, new Clock());
   return { registry, config, store };

@@ -33,9 +33,9 @@ function requestData(host: ArgumentsHost): { reqId?: string } {
 
 /**
  * What an error line needs to be found by req_id: its req_id, and the operation (a NATS
- * dp_type) or the HTTP request's id (pino-http's, the one its "request completed" line
- * carries). Neither transport binds a per-request logger: that takes AsyncLocalStorage,
- * whose promise hooks every promise of the process then pays (LoggingModule).
+ * dp_type) or the HTTP request's id (pino-http's, the one its request line carries).
+ * Neither transport binds a per-request logger: that takes AsyncLocalStorage, whose
+ * promise hooks every promise of the process then pays (LoggingModule).
  */
 function logContext(host: ArgumentsHost, reqId?: string): Record<string, unknown> {
   const context: Record<string, unknown> = reqId ? { req_id: reqId } : {};
