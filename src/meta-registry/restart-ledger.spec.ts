@@ -57,3 +57,15 @@ describe('RestartLedger', () => {
     expect(RestartLedger.pathFor('', 'a.b*c', 80)).toMatch(/epd-encoder\/staged-a\.b_c-80\.json$/);
   });
 });
+
+describe('MetaRegistry with a restart ledger it cannot write', () => {
+  it('starts all the same, and serves', async () => {
+    const { makeRegistry } = await import('./testing');
+    // A directory under a regular file cannot be made.
+    const { registry } = makeRegistry({ EPD_RESTART_LEDGER: '/dev/null/epd/staged.json' });
+    expect(() => registry.onModuleInit()).not.toThrow();
+    await registry.publish('r', { embedding_size: 4, embedding_len: 1, embedding_dim: 1 });
+    expect(await registry.has('r')).toBe(true);
+    registry.close();
+  });
+});
