@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RestartLedger } from './restart-ledger';
+import { makeRegistry } from './testing';
 
 describe('RestartLedger', () => {
   const dir = mkdtempSync(join(tmpdir(), 'epd-ledger-unit-'));
@@ -60,7 +61,6 @@ describe('RestartLedger', () => {
 
 describe('MetaRegistry with a restart ledger it cannot write', () => {
   it('starts all the same, and serves', async () => {
-    const { makeRegistry } = await import('./testing');
     // A directory under a regular file cannot be made.
     const { registry } = makeRegistry({ EPD_RESTART_LEDGER: '/dev/null/epd/staged.json' });
     expect(() => registry.onModuleInit()).not.toThrow();
