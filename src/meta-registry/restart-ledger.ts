@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { stateDir } from '../common/fs/state-dir';
 
 /** One req_id whose embedding this process held, and until when a call for it is expected. */
 export type LedgerEntry = [reqId: string, until: number];
@@ -39,9 +39,8 @@ export class RestartLedger {
   static pathFor(configured: string, prefix: string, httpPort: number): string | undefined {
     if (configured === 'off') return undefined;
     if (configured) return configured;
-    const state = process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
     const name = `${prefix}-${httpPort}`.replace(/[^A-Za-z0-9_.-]/g, '_');
-    return join(state, 'epd-encoder', `staged-${name}.json`);
+    return join(stateDir(), `staged-${name}.json`);
   }
 
   /** What the previous process held, still within its TTL; [] when there is no such file. */

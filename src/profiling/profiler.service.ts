@@ -1,8 +1,8 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { Session } from 'node:inspector/promises';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { ConfinedDir } from '../common/fs/confined-dir';
+import { stateDir } from '../common/fs/state-dir';
 import { Errors } from '../common/errors/error-catalogue';
 import { BadRequestError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
@@ -29,8 +29,7 @@ interface Run {
  * plant a symlink there for a profile to follow.
  */
 export function defaultProfileRoot(): string {
-  const state = process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
-  return join(state, 'epd-encoder', 'profiles');
+  return join(stateDir(), 'profiles');
 }
 
 /**
