@@ -26,7 +26,8 @@ const WHAT: Record<string, string> = {
     'decompression bombs, huge dimensions, GIF frame floods, lying WAV headers, path escapes, URL tricks',
   'hardening-memory.e2e-spec.ts': 'amplifying inputs, with the peak RSS they may cost',
   'hardening-inputs.e2e-spec.ts': 'oversize and malformed requests on both transports',
-  'overload.e2e-spec.ts': 'a 20,000-call burst: shed with 503, never left to time out',
+  'overload.e2e-spec.ts':
+    'a 20,000-call burst, stepping out of the queue group and not: every call answered (ok, 503 overloaded, or NATS no-responders), none left to time out',
   'soak.e2e-spec.ts': 'long runs of encodes and waits; counts back to zero, heap and RSS',
   'shutdown.e2e-spec.ts': 'SIGTERM under load',
   'worker-shutdown.e2e-spec.ts': 'DP supervisor and worker shutdown',

@@ -93,7 +93,8 @@ describe('EncoderClient SDK (e2e)', () => {
     const err = await lonely.hasMetadata('x').catch((e: unknown) => e);
     expect(err).toMatchObject({
       code: 503,
-      message: 'no encoder is serving nobody-here.v1.has_metadata',
+      message:
+        'no encoder is serving nobody-here.v1.has_metadata (none running, or all overloaded); retry',
     });
   });
 });

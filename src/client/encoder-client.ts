@@ -267,7 +267,14 @@ export class EncoderClient {
       err instanceof natsErrors.NoRespondersError ||
       (err instanceof natsErrors.RequestError && err.isNoResponders());
     if (noResponders) {
-      return new MMError(`no encoder is serving ${subject}`, 503, reqId, 'no_responders');
+      // None running, or every one out of the queue group while it sheds load
+      // (EPD_OVERLOAD_STEP_OUT): either way, NATS answered at once and a retry may succeed.
+      return new MMError(
+        `no encoder is serving ${subject} (none running, or all overloaded); retry`,
+        503,
+        reqId,
+        'no_responders',
+      );
     }
     if (err instanceof natsErrors.TimeoutError) {
       return dpType === DpType.WaitMetadata

@@ -121,6 +121,7 @@ export const configSchema = z.object({
   overload: z.object({
     queueMs: z.coerce.number().int().min(0),
     maxQueued: positiveInt,
+    stepOut: booleanish,
   }),
   log: z.object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
@@ -190,6 +191,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_CACHE_MAX_BYTES: ['cache', 'maxBytes'],
   EPD_OVERLOAD_QUEUE_MS: ['overload', 'queueMs'],
   EPD_OVERLOAD_MAX_QUEUED: ['overload', 'maxQueued'],
+  EPD_OVERLOAD_STEP_OUT: ['overload', 'stepOut'],
   EPD_CACHE_LEASE_MS: ['cache', 'leaseMs'],
   EPD_CACHE_MAX_CLAIMS: ['cache', 'maxClaims'],
   EPD_CACHE_TRUST_CLIENT_HASH: ['cache', 'trustClientHash'],

@@ -234,6 +234,24 @@ export const METRICS = spec({
     labels: ['dp_type'],
     sglang: 'none',
   },
+  epd_encoder_nats_step_outs_total: {
+    type: 'counter',
+    help: 'Times this process withdrew from the queue group of the shared subjects while shedding (EPD_OVERLOAD_STEP_OUT); NATS routed their calls elsewhere, or answered 503 no responders, meanwhile',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_nats_out_of_group_seconds_total: {
+    type: 'counter',
+    help: 'Time this process spent out of the queue group of the shared subjects while shedding',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_nats_out_of_group: {
+    type: 'gauge',
+    help: '1 while this process is out of the queue group of the shared subjects (shedding), else 0',
+    labels: [],
+    sglang: 'none',
+  },
   epd_encoder_nats_queue_depth: {
     type: 'gauge',
     help: 'NATS calls received and waiting for their handler',

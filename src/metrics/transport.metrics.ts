@@ -11,5 +11,13 @@ export class TransportMetrics extends OwnedMetrics {
     this.ownTotals('epd_encoder_nats_shed_total', () => gate.stats.shed);
     this.gauge('epd_encoder_nats_queue_depth', () => gate.stats.queued);
     this.gauge('epd_encoder_nats_queue_oldest_seconds', () => gate.stats.oldestMs / 1000);
+    const membership = server.membership;
+    this.ownTotals('epd_encoder_nats_step_outs_total', () => ({
+      all: membership.stats.stepOuts,
+    }));
+    this.ownTotals('epd_encoder_nats_out_of_group_seconds_total', () => ({
+      all: membership.stats.outMs / 1000,
+    }));
+    this.gauge('epd_encoder_nats_out_of_group', () => (membership.stats.out ? 1 : 0));
   }
 }

@@ -2,7 +2,8 @@ import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
 import { dpRole, type AppConfig } from '../config/app-config';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
-import { OverloadGate } from './overload-gate';
+import { OverloadGate, sheddable } from './overload-gate';
+import { QueueGroupMembership } from './queue-group-membership';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
@@ -27,6 +28,8 @@ export class EpdNatsServer extends ServerNats {
   private readonly config: AppConfig;
   /** Sheds calls beyond what this process sustains (EPD_OVERLOAD_QUEUE_MS). */
   readonly gate: OverloadGate;
+  /** This process's place in the shared subjects' queue group, withdrawn while it sheds. */
+  readonly membership: QueueGroupMembership;
 
   constructor(nats: NatsConnectionService, config: AppConfig) {
     super({
@@ -37,6 +40,8 @@ export class EpdNatsServer extends ServerNats {
     this.nats = nats;
     this.config = config;
     this.gate = new OverloadGate(config.overload.queueMs, config.overload.maxQueued);
+    this.membership = new QueueGroupMembership(Math.max(config.overload.queueMs, 1));
+    if (config.overload.stepOut) this.gate.stepOut = this.membership;
   }
 
   /**
@@ -85,12 +90,18 @@ export class EpdNatsServer extends ServerNats {
               withContext(contextFromNats(msg.headers), () => handler(err, msg))
           : handler,
       );
+      // The queue group's subscription: withdrawn while this process sheds, if it may be.
+      const shared = (subject: string) => {
+        const subscribe = () => client.subscribe(subject, { queue, callback });
+        if (sheddable(dpType)) this.membership.add(subscribe);
+        else subscribe();
+      };
       if (role === 'worker') {
-        client.subscribe(rankSubjectFor(prefix, rank, dpType), { queue, callback });
+        shared(rankSubjectFor(prefix, rank, dpType));
         client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });
         continue;
       }
-      client.subscribe(subjectFor(prefix, dpType), { queue, callback });
+      shared(subjectFor(prefix, dpType));
       if (role === 'single') client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
       client.subscribe(instanceSubjectFor(prefix, id, dpType), { callback });
     }
@@ -110,7 +121,11 @@ export class EpdNatsServer extends ServerNats {
 
   /**
    * Subscriptions live as long as the shared connection, whose drain at shutdown lets
-   * in-flight handlers answer before it closes; unsubscribing here would drop them.
+   * in-flight handlers answer before it closes; unsubscribing here would drop them. A
+   * process out of the queue group (shedding) stays out.
    */
-  override async close(): Promise<void> {}
+  override close(): Promise<void> {
+    this.membership.close();
+    return Promise.resolve();
+  }
 }

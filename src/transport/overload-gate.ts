@@ -1,6 +1,7 @@
 import type { Msg } from '@nats-io/transport-node';
 import { overloadedMessage } from '../common/errors/error-catalogue';
 import { BARE_ID_PREFIX } from './json-interop.deserializer';
+import type { StepOut } from './queue-group-membership';
 
 type Handler = (err: Error | null, msg: Msg) => void;
 
@@ -20,6 +21,9 @@ const SLICE_MS = 2;
 /** dp_types never shed: freeing a staged embedding is what relieves a loaded encoder. */
 const NEVER_SHED = new Set(['release']);
 
+/** Whether calls of `dpType` may be shed (and its shared subscription withdrawn). */
+export const sheddable = (dpType: string): boolean => !NEVER_SHED.has(dpType);
+
 export interface GateStats {
   queued: number;
   /** How long the oldest queued call has waited, ms. */
@@ -37,7 +41,8 @@ export interface GateStats {
  * ("encoder overloaded; retry after {ms} ms") instead of joining a backlog that would
  * outlive its caller's deadline: callers learn in milliseconds and may go elsewhere, and
  * the calls admitted are served at the rate the process sustains. A shed answer costs a
- * few regular expressions and a publish, a small part of a handled call. Without it
+ * few regular expressions and a publish, yet still 0.4 of a handled call (the message is
+ * read and answered all the same), hence the second stage, `stepOut`. Without shedding
  * (measured in bench/results/overload.md), calls at twice the sustainable rate were
  * mostly never answered: the backlog sat in socket buffers, invisible, until each caller
  * timed out.
@@ -48,6 +53,12 @@ export class OverloadGate {
   private draining = false;
   private handled = 0;
   private readonly shed = new Map<string, number>();
+  /**
+   * The second stage (EPD_OVERLOAD_STEP_OUT): when set, this process withdraws from the
+   * queue group of the shared subjects once its queue holds half the bound (or a call is
+   * shed), and rejoins once it is down to a quarter (see QueueGroupMembership).
+   */
+  stepOut?: StepOut;
 
   constructor(
     private readonly maxQueueMs: number,
@@ -72,11 +83,11 @@ export class OverloadGate {
   /** `handler` for `dpType`'s subscription, behind the gate (as it is when shedding is off). */
   wrap(dpType: string, handler: Handler): Handler {
     if (!this.enabled) return handler;
-    const sheddable = !NEVER_SHED.has(dpType);
+    const mayShed = sheddable(dpType);
     return (err, msg) => {
       if (err) return handler(err, msg);
       const now = this.now();
-      if (sheddable && msg.reply && this.overloaded(now)) return this.reject(dpType, msg, now);
+      if (mayShed && msg.reply && this.overloaded(now)) return this.reject(dpType, msg, now);
       if (!this.draining) {
         // Nothing queued or being drained: the first call of this turn runs at once (no
         // hop: +0.03 ms at p50 measured when every call went through the queue), and the
@@ -87,7 +98,28 @@ export class OverloadGate {
         return handler(null, msg);
       }
       this.queue.push({ msg, at: now, handler });
+      // Out of the group at half the bound: the calls already on their way here (the
+      // UNSUB takes a round trip, and the socket holds a backlog) then fill the other
+      // half instead of being shed.
+      if (this.stepOut && !this.stepOut.out && this.aheadMs(now) > this.maxQueueMs / 2)
+        this.stepOut.leave();
     };
+  }
+
+  /**
+   * How long the queued calls take to drain: their count at the measured rate (before
+   * the first measurement, the oldest's wait). Not the oldest's wait once measured: after
+   * a stretch out of the group, the calls at the head are old while few are behind them,
+   * and rejoining would be undone by the next arrival.
+   */
+  private aheadMs(now: number): number {
+    if (this.perMs > 0) return this.depth / this.perMs;
+    const oldest = this.queue[this.head];
+    return oldest ? now - oldest.at : 0;
+  }
+
+  private get depth(): number {
+    return this.queue.length - this.head;
   }
 
   /**
@@ -96,7 +128,7 @@ export class OverloadGate {
    * (calls per ms, measured). The second catches a burst before anyone has waited.
    */
   private overloaded(now: number): boolean {
-    const depth = this.queue.length - this.head;
+    const depth = this.depth;
     if (depth === 0) return false;
     if (depth >= this.maxQueued) return true;
     if (now - this.queue[this.head]!.at > this.maxQueueMs) return true;
@@ -138,12 +170,16 @@ export class OverloadGate {
       this.queue.length = 0;
       this.head = 0;
       this.draining = false;
+      this.stepOut?.rejoin();
       // An idle gap is not a slow drain: the next busy period measures afresh.
       this.windowStart = 0;
       this.windowHandled = 0;
       return;
     }
     this.measure(this.now(), n);
+    // Back in the group once what is queued takes under a quarter of the bound to drain:
+    // the calls that then arrive refill it before it runs dry.
+    if (this.stepOut?.out && this.aheadMs(this.now()) < this.maxQueueMs / 4) this.stepOut.rejoin();
     // Compact now and then, so that the array does not grow with every call ever queued.
     if (this.head > 4096 && this.head * 2 > this.queue.length) {
       this.queue.splice(0, this.head);
@@ -160,6 +196,7 @@ export class OverloadGate {
    */
   private reject(dpType: string, msg: Msg, now: number): void {
     this.shed.set(dpType, (this.shed.get(dpType) ?? 0) + 1);
+    this.stepOut?.leave();
     const text = msg.string();
     const envelope = ENVELOPE.test(text);
     const id = envelope ? jsonString(ID.exec(text)?.[1] ?? '', '""') : SHED_ID;
