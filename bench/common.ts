@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 
@@ -27,6 +27,11 @@ export function summarize(samplesMs: number[]): {
   const s = [...samplesMs].sort((a, b) => a - b);
   const mean = s.reduce((a, b) => a + b, 0) / Math.max(1, s.length);
   return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), mean };
+}
+
+/** On-CPU time of `pid`'s main thread, in ms (Linux schedstat: nanoseconds). */
+export function mainThreadMs(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
 }
 
 export const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;

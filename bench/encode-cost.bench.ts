@@ -35,7 +35,7 @@ import { smartResize } from '../src/encoder/preprocess/smart-resize';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { TcpEmbeddingSender } from '../src/transfer/tcp-sender.service';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, writeReport } from './common';
+import { QUICK, machine, mainThreadMs, round, runBench, writeReport } from './common';
 import { startService } from './service-process';
 
 sharp.concurrency(1);
@@ -172,11 +172,6 @@ print(' '.join(str(x) for x in blocks))
 function procCpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // USER_HZ = 100
-}
-
-/** On-CPU time of `pid`'s main thread, in ms (schedstat: nanoseconds). */
-function mainThreadMs(pid: number): number {
-  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
 }
 
 /**
