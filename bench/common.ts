@@ -31,7 +31,13 @@ export function summarize(samplesMs: number[]): {
 
 /** On-CPU time of `pid`'s main thread, in ms (Linux schedstat: nanoseconds). */
 export function mainThreadMs(pid: number): number {
-  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  return mainThreadSched(pid).onCpuMs;
+}
+
+/** `pid`'s main thread: time on a CPU, and time runnable but waiting for one, in ms. */
+export function mainThreadSched(pid: number): { onCpuMs: number; waitingMs: number } {
+  const [run, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ');
+  return { onCpuMs: Number(run) / 1e6, waitingMs: Number(wait) / 1e6 };
 }
 
 export const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;

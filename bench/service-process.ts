@@ -15,18 +15,21 @@ export const ROOT = join(__dirname, '..', '..');
 const STARTING_PRIORITY = getPriority();
 
 /**
- * Gives every thread of `pid` the benchmark's starting priority (Linux priorities are per
- * thread). Raising a priority needs privilege (root here and in CI); without it the
- * service keeps what it inherited, and the warning says so.
+ * Gives every thread of `pid` the priority `priority`: Linux priorities are per thread,
+ * and os.setPriority(pid) sets only the main one's (a Go server's or a Node process's
+ * helper threads kept theirs). Raising a priority needs privilege (root here and in CI);
+ * without it the process keeps what it had, and the warning says so.
  */
-function restorePriority(pid: number): void {
+export function setProcessPriority(pid: number, priority: number): void {
   try {
-    for (const tid of readdirSync(`/proc/${pid}/task`)) setPriority(Number(tid), STARTING_PRIORITY);
+    for (const tid of readdirSync(`/proc/${pid}/task`)) setPriority(Number(tid), priority);
   } catch (err) {
-    if (getPriority(pid) !== STARTING_PRIORITY)
-      process.stderr.write(`service ${pid} keeps priority ${getPriority(pid)}: ${String(err)}\n`);
+    if (getPriority(pid) !== priority)
+      process.stderr.write(`process ${pid} keeps priority ${getPriority(pid)}: ${String(err)}\n`);
   }
 }
+
+const restorePriority = (pid: number) => setProcessPriority(pid, STARTING_PRIORITY);
 
 /** Starts `node dist/main.js` on a free port and waits until /health is 200. */
 export async function startService(
