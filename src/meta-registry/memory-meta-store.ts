@@ -40,11 +40,6 @@ export class MemoryMetaStore extends MetaStore {
     return Promise.resolve(expired);
   }
 
-  /** Every record, oldest first (the restart ledger reads them). */
-  all(): IterableIterator<StoredMeta> {
-    return this.records.values();
-  }
-
   override stats(): Promise<StoreStats> {
     const oldest = this.records.values().next();
     return Promise.resolve({

@@ -94,6 +94,14 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
   private readonly ledger?: RestartLedger;
   /** req_ids whose embeddings the previous process held: req_id → until (epoch ms). */
   private readonly lost = new Map<string, number>();
+  /**
+   * With a ledger: the req_ids whose embeddings this instance stages (its own records, or
+   * its DP workers': metadata, not errors) → their TTL's end, kept as records come and
+   * go. Metadata others published here (publish_metadata) names no owner of ours: its
+   * embedding is not ours to call lost, and it neither rewrites the ledger nor is visited
+   * when the ledger is written (a registry holds up to EPD_REGISTRY_MAX_ENTRIES).
+   */
+  private readonly owned = new Map<string, number>();
 
   constructor(
     private readonly store: MetaStore,
@@ -175,19 +183,23 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  /**
-   * The req_ids whose embeddings this instance stages (its own records, or its DP workers':
-   * metadata, not errors), each with its TTL's end. Metadata others published here
-   * (publish_metadata) names no owner of ours: its embedding is not ours to call lost.
-   */
-  private *ledgerEntries(): Iterable<LedgerEntry> {
-    if (!(this.store instanceof MemoryMetaStore)) return;
-    const ttl = this.config.timeouts.sendTimeoutMs;
-    const instance = this.config.instance.id;
-    for (const record of this.store.all()) {
-      if (record.owner?.instance === instance && !isErrorMeta(record.metadata))
-        yield [record.reqId, record.publishedAt + ttl];
+  private ledgerEntries(): Iterable<LedgerEntry> {
+    return this.owned.entries();
+  }
+
+  /** A record stored: into or out of the owned set (see `owned`), the ledger told if it changed. */
+  private track(record: StoredMeta): void {
+    if (!this.ledger) return;
+    if (record.owner?.instance === this.config.instance.id && !isErrorMeta(record.metadata)) {
+      this.owned.set(record.reqId, record.publishedAt + this.config.timeouts.sendTimeoutMs);
+      this.ledger.changed();
+    } else {
+      this.untrack(record.reqId);
     }
+  }
+
+  private untrack(reqId: string): void {
+    if (this.owned.delete(reqId)) this.ledger?.changed();
   }
 
   /** Whether the previous process held `reqId`'s embedding when it stopped (and nothing since). */
@@ -227,7 +239,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     this.counters.publishes++;
     if (isErrorMeta(metadata)) this.counters.errorPublishes++;
     else this.lost.delete(reqId); // encoded again since the restart
-    this.ledger?.changed();
+    this.track(record);
     this.wake(record);
   }
 
@@ -328,10 +340,8 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
   /** Drops the entry; waiters stay parked (a later publish for the same id still wakes them). */
   async discard(reqId: string): Promise<boolean> {
     const removed = await this.store.delete(reqId);
-    if (removed) {
-      this.counters.discards++;
-      this.ledger?.changed();
-    }
+    if (removed) this.counters.discards++;
+    this.untrack(reqId);
     return removed;
   }
 
@@ -344,10 +354,9 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
         this.clock.now() - this.config.timeouts.sendTimeoutMs,
       );
       this.counters.expired += expired.length;
-      if (expired.length > 0) {
-        this.ledger?.changed();
+      for (const reqId of expired) this.untrack(reqId);
+      if (expired.length > 0)
         this.logger.debug({ count: expired.length }, 'expired metadata entries');
-      }
       const now = this.clock.now();
       for (const [reqId, until] of this.lost) if (until <= now) this.lost.delete(reqId);
       return expired.length;

@@ -1,6 +1,7 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { BOOT_ID } from '../common/boot-id';
 import { RestartLedger } from './restart-ledger';
 import { makeRegistry } from './testing';
 
@@ -66,6 +67,39 @@ describe('MetaRegistry with a restart ledger it cannot write', () => {
     expect(() => registry.onModuleInit()).not.toThrow();
     await registry.publish('r', { embedding_size: 4, embedding_len: 1, embedding_dim: 1 });
     expect(await registry.has('r')).toBe(true);
+    registry.close();
+  });
+});
+
+describe('MetaRegistry ledger, with metadata others published', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'epd-ledger-foreign-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const meta = { embedding_size: 4, embedding_len: 1, embedding_dim: 1 };
+  const settle = () => new Promise((r) => setTimeout(r, 450)); // > the 200 ms interval
+
+  it('is rewritten only when what this instance stages changes', async () => {
+    // Found measuring the ledger's cost: every publish, anyone's, marked it dirty, and each rewrite
+    // scanned every record (up to EPD_REGISTRY_MAX_ENTRIES, 1M) on the event loop.
+    const path = join(dir, 'staged.json');
+    const { registry } = makeRegistry({
+      EPD_RESTART_LEDGER: path,
+      EPD_INSTANCE_ID: 'me',
+    });
+    registry.onModuleInit();
+    await registry.publish('mine', meta, 0, { instance: 'me', boot: BOOT_ID });
+    await settle();
+    const written = statSync(path).mtimeMs;
+    expect((JSON.parse(readFileSync(path, 'utf8')) as { entries: unknown[] }).entries).toEqual([
+      ['mine', expect.any(Number)],
+    ]);
+    for (let i = 0; i < 2000; i++) await registry.publish(`theirs-${i}`, meta);
+    await registry.publish('peer', meta, 0, { instance: 'someone-else', boot: 'b' });
+    await settle();
+    expect(statSync(path).mtimeMs).toBe(written);
+    // Ours going away is a change: released (discarded), then written again.
+    await registry.discard('mine');
+    await settle();
+    expect((JSON.parse(readFileSync(path, 'utf8')) as { entries: unknown[] }).entries).toEqual([]);
     registry.close();
   });
 });
