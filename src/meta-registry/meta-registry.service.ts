@@ -14,7 +14,7 @@ import { BOOT_ID } from '../common/boot-id';
 import { AppConfig, dpRole } from '../config/app-config';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaStore, type Owner, type StoredMeta } from './meta-store';
-import { RestartLedger, type LedgerEntry } from './restart-ledger';
+import { RestartLedger } from './restart-ledger';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
 
 export interface WaitOptions {
@@ -171,7 +171,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     }
     try {
       ledger.start(
-        () => this.ledgerEntries(),
+        () => this.owned.entries(),
         (err) => this.logger.error({ err, ledger: ledger.path }, 'restart ledger write failed'),
       );
     } catch (err) {
@@ -181,10 +181,6 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
         'restart ledger unavailable: after a restart, calls for lost embeddings will not be told so',
       );
     }
-  }
-
-  private ledgerEntries(): Iterable<LedgerEntry> {
-    return this.owned.entries();
   }
 
   /** A record stored: into or out of the owned set (see `owned`), the ledger told if it changed. */
@@ -399,7 +395,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     clearInterval(this.sweepTimer);
     this.changes?.unsubscribe();
     try {
-      this.ledger?.stop(this.ledgerEntries());
+      this.ledger?.stop(this.owned.entries());
     } catch (err) {
       this.logger.error({ err, ledger: this.ledger?.path }, 'restart ledger write failed');
     }
