@@ -19,12 +19,16 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
   let nc: NatsConnection;
   let slowModel: string;
   let big: string;
+  let big2: string;
+  let big3: string;
   let small: string;
 
   beforeAll(async () => {
     slowModel = process.env.EPD_TEST_SLOW_MODEL!;
     nc = await connect({ servers: sharedNatsUrl() });
     big = dataUri(await image(1024, 768, 'jpeg'), 'image/jpeg');
+    big2 = dataUri(await image(1008, 756, 'jpeg'), 'image/jpeg');
+    big3 = dataUri(await image(1036, 784, 'jpeg'), 'image/jpeg');
     small = dataUri(await image(224, 224), 'image/png');
   });
   afterAll(() => nc.drain());
@@ -39,7 +43,11 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
   it('fuses 8 concurrent image requests that queue while a forward runs into one forward', async () => {
     const t = await startTestApp({ EPD_MODEL_PATH: slowModel });
     try {
-      const first = call(t, 'encode', body('big', big));
+      // The 8 must all be queued before the first forward ends. One 1024x768 image gave a
+      // ~150 ms forward, and the last of the 8 queued ~85 ms before its end here: a loaded
+      // CI machine once queued one too late (batches of 7 and 1). Three images make the
+      // first forward ~3x longer, while the 8 take as long as before.
+      const first = call(t, 'encode', encodeBody('big', [big, big2, big3]));
       await forwardStarting(t, 'big');
       const replies = await Promise.all(
         Array.from({ length: 8 }, (_, i) => call(t, 'encode', body(`s${i}`, small))),
