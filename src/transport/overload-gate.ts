@@ -176,10 +176,11 @@ export class OverloadGate {
       this.windowHandled = 0;
       return;
     }
-    this.measure(this.now(), n);
+    const now = this.now();
+    this.measure(now, n);
     // Back in the group once what is queued takes under a quarter of the bound to drain:
     // the calls that then arrive refill it before it runs dry.
-    if (this.stepOut?.out && this.aheadMs(this.now()) < this.maxQueueMs / 4) this.stepOut.rejoin();
+    if (this.stepOut?.out && this.aheadMs(now) < this.maxQueueMs / 4) this.stepOut.rejoin();
     // Compact now and then, so that the array does not grow with every call ever queued.
     if (this.head > 4096 && this.head * 2 > this.queue.length) {
       this.queue.splice(0, this.head);

@@ -48,7 +48,6 @@ export class QueueGroupMembership implements StepOut {
 
   constructor(
     private readonly maxOutMs: number,
-    private readonly onChange: (out: boolean) => void = () => undefined,
     private readonly now: () => number = () => performance.now(),
   ) {}
 
@@ -80,7 +79,6 @@ export class QueueGroupMembership implements StepOut {
     }
     this.fallback = setTimeout(() => this.rejoin(), this.maxOutMs);
     this.fallback.unref();
-    this.onChange(true);
   }
 
   rejoin(): void {
@@ -97,7 +95,6 @@ export class QueueGroupMembership implements StepOut {
         // The connection is closed (shutdown): there is nothing to rejoin.
       }
     }
-    this.onChange(false);
   }
 
   /** No rejoin after this (the server is closing). */
