@@ -17,6 +17,7 @@ import type {
   StagingDtype,
 } from './forward.types';
 import { AUDIO_MEL_FRAMES, DEFAULT_N_MELS, PATCH_DIM } from '../pipeline/model-contract';
+import { announceLoaded } from '../workers/close-pool';
 
 // Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
 // thread for the whole forward; here that is this worker, never the main event loop.
@@ -218,3 +219,6 @@ export async function forward(task: ForwardTask): Promise<ForwardReply> {
     result.outputs.map((o) => o.data.buffer),
   );
 }
+
+// Every import above is loaded: this thread may now be terminated safely.
+announceLoaded();

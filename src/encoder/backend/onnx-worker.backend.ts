@@ -3,7 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
-import { closePool } from '../workers/close-pool';
+import { closePool, createPool } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import { EncoderBackend } from './encoder-backend';
 import type {
@@ -58,7 +58,7 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       ),
       intraOpThreads: config.encoder.intraOpThreads,
     };
-    this.pool = new Piscina({
+    this.pool = createPool({
       filename: workerFile(__dirname, 'inference.worker'),
       minThreads: 1,
       maxThreads: 1,

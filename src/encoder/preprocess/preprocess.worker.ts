@@ -14,6 +14,7 @@ import { patchify, uninitializedFloat32 } from './patchify';
 import { loadBicubicResampler } from './resample';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
+import { announceLoaded } from '../workers/close-pool';
 
 // Runs in a worker thread (piscina): decode, orient, resize and patchify never block the
 // main event loop. sharp's own libvips threads do the pixel work below.
@@ -300,3 +301,6 @@ export default async function preprocess(task: PreprocessTask): Promise<Preproce
     return failure(err);
   }
 }
+
+// Every import above is loaded: this thread may now be terminated safely.
+announceLoaded();

@@ -2,7 +2,7 @@ import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
 import type { Modality } from '../pipeline/encode-request.schema';
-import { closePool } from '../workers/close-pool';
+import { closePool, createPool } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 
@@ -12,7 +12,7 @@ export class Preprocessor implements OnModuleDestroy {
   private readonly pool: Piscina;
 
   constructor(private readonly config: AppConfig) {
-    this.pool = new Piscina({
+    this.pool = createPool({
       filename: workerFile(__dirname, 'preprocess.worker'),
       minThreads: config.encoder.preprocessThreads,
       maxThreads: config.encoder.preprocessThreads,

@@ -1,19 +1,56 @@
-import type Piscina from 'piscina';
+import { isMainThread, parentPort, threadId } from 'node:worker_threads';
+import Piscina from 'piscina';
 import { withTimeout } from '../../common/timeout';
 
+const LOADED = 'epd:worker-loaded';
+
+/** Each pool's threads that have loaded their module (see announceLoaded). */
+const loadedThreads = new WeakMap<Piscina, Set<number>>();
+
 /**
- * Closes a worker pool without terminating a thread that is inside native code. Piscina's
- * destroy() terminates at once; a worker stopped mid-`InferenceSession.create` or mid-run
- * (ONNX Runtime runs synchronously on its thread) then has node-addon-api throw into a
- * dying environment, and the whole process aborts with `terminate called after throwing
- * an instance of 'Napi::Error'`. close({force}) drops queued tasks and waits for the
- * running ones; past `graceMs` the pool is destroyed anyway.
+ * Called by a worker module once its imports are loaded (at its end): a thread is safe to
+ * terminate from then on. Stopping one mid-load aborted the whole process: inside ONNX
+ * Runtime's addon initialisation (`terminate called after throwing an instance of
+ * 'Napi::Error'`), or inside Node 20's synchronous require of an ESM package, the audio
+ * decoders (`v8::Module::IsGraphAsync must be used on an instantiated module`).
+ */
+export function announceLoaded(): void {
+  if (!isMainThread) parentPort?.postMessage({ [LOADED]: threadId });
+}
+
+/** A piscina pool whose threads' loading closePool waits for. */
+export function createPool(options: ConstructorParameters<typeof Piscina>[0]): Piscina {
+  const pool = new Piscina(options);
+  const loaded = new Set<number>();
+  loadedThreads.set(pool, loaded);
+  pool.on('message', (message: unknown) => {
+    if (typeof message === 'object' && message !== null && LOADED in message)
+      loaded.add((message as Record<string, number>)[LOADED]!);
+  });
+  pool.on('workerDestroy', (worker: { id: number }) => loaded.delete(worker.id));
+  return pool;
+}
+
+/**
+ * Closes a worker pool without terminating a thread that is inside native code or still
+ * loading its module. Piscina's destroy() terminates at once; a worker stopped
+ * mid-`InferenceSession.create` or mid-run (ONNX Runtime runs synchronously on its
+ * thread) then has node-addon-api throw into a dying environment, and the whole process
+ * aborts with `terminate called after throwing an instance of 'Napi::Error'`; one stopped
+ * while loading its module aborts it the same way (announceLoaded). So this first waits
+ * until every thread of a pool made by createPool has loaded, then close({force}) drops
+ * queued tasks and waits for the running ones; past `graceMs` in all, the pool is
+ * destroyed anyway.
  */
 export async function closePool(pool: Piscina, graceMs: number): Promise<void> {
+  const deadline = Date.now() + graceMs;
+  const loaded = loadedThreads.get(pool);
+  while (loaded && Date.now() < deadline && !pool.threads.every((t) => loaded.has(t.threadId)))
+    await new Promise((r) => setTimeout(r, 10));
   try {
     await withTimeout(
       pool.close({ force: true }),
-      graceMs,
+      Math.max(0, deadline - Date.now()),
       () => new Error('pool close timed out'),
     );
   } catch {
