@@ -1,12 +1,13 @@
 import type { WireDtype } from '../../transfer/frame';
 import type { ModelKind } from '../pipeline/model-contract';
+import type { ModelInput } from '../workers/parcel';
 
 /** Embeddings are staged in the dtype they are sent in. */
 export type StagingDtype = WireDtype;
 
 export interface ForwardPart {
-  /** This request's packed rows (patches or audio frames). */
-  data: Float32Array;
+  /** This request's packed rows (patches or audio frames), or a parcel holding them. */
+  data: ModelInput;
   rows: number;
   /** Vision: (t, h, w) per grid entry. */
   grids: [number, number, number][];

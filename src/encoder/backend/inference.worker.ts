@@ -4,6 +4,7 @@ import { reclaimAfter } from '../workers/reclaim';
 import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
+import { discard, unpack } from '../workers/parcel';
 import { Float16Cast } from './float16-cast';
 import { toBfloat16Array } from './half-precision';
 import { checkModelContract } from './model-contract-check';
@@ -196,7 +197,12 @@ async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardRe
  * is thrown as it is.
  */
 export async function forward(task: ForwardTask): Promise<ForwardReply> {
-  const inputs = task.parts.map((p) => p.data);
+  let inputs: Float32Array[];
+  try {
+    inputs = task.parts.map((p) => unpack(p.data));
+  } finally {
+    for (const p of task.parts) discard(p.data); // every port closed, even if one was empty
+  }
   let result: ForwardResult;
   try {
     result = await run(task, inputs);

@@ -15,6 +15,7 @@ import type {
 } from './forward.types';
 import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
+import { isParcel } from '../workers/parcel';
 
 function modelPath(configured: string, fallback: string, key: string): string {
   const path = configured
@@ -82,14 +83,18 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
   }
 
   async forward(task: ForwardTask): Promise<ForwardResult> {
-    // piscina never settles a task whose transfer list holds a detached buffer: refuse it.
-    // (A detached array reads as empty; its part still has rows.)
-    if (task.parts.some((p) => p.rows > 0 && p.data.byteLength === 0))
+    // piscina never settles a task whose transfer list holds a detached buffer (or a port
+    // already moved): refuse it. A detached array reads as empty; its part still has rows.
+    if (
+      task.parts.some((p) => (isParcel(p.data) ? p.data.taken : p.rows > 0 && p.data.length === 0))
+    )
       throw new Error('model input already handed to the inference thread (detached)');
-    const reply = (await this.pool.run(task, {
-      name: 'forward',
-      transferList: task.parts.map((p) => p.data.buffer as ArrayBuffer),
-    })) as ForwardReply;
+    const transferList = task.parts.map((p) => {
+      if (!isParcel(p.data)) return p.data.buffer as ArrayBuffer;
+      p.data.taken = true;
+      return p.data.port;
+    });
+    const reply = (await this.pool.run(task, { name: 'forward', transferList })) as ForwardReply;
     if (reply.ok) return reply;
     // A fused forward failed: the parts get their inputs back for the retry one by one.
     task.parts.forEach((p, i) => (p.data = reply.inputs[i]!));

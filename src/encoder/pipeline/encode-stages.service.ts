@@ -15,6 +15,7 @@ import { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler, type ScheduledResult } from '../scheduler/encode-scheduler.service';
 import type { EncodeRequest } from './encode-request.schema';
 import { inSpan } from '../../tracing/tracing';
+import { discard } from '../workers/parcel';
 
 /** What a request will cost, known from the headers before anything is decoded. */
 export interface EncodeSize {
@@ -112,8 +113,10 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     return inSpan('preprocess', { 'epd.items': items.length }, async (span) => {
       const { audioMels } = await this.backend.info();
       const pre = this.ok(req, await this.preprocessor.run(req.modality, items, audioMels));
-      if (pre.tokens !== size.tokens)
+      if (pre.tokens !== size.tokens) {
+        discard(pre.data);
         throw Errors.planMismatch(pre.tokens, size.tokens, req.req_id);
+      }
       // The wall time includes the wait for a free thread; this is the work itself.
       span?.setAttribute('epd.preprocess_ms', pre.ms);
       return pre;

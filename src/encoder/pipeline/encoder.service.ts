@@ -16,6 +16,7 @@ import type { ScheduledResult } from '../scheduler/encode-scheduler.service';
 import { EncodeCache } from '../../cache/encode-cache.service';
 import type { CacheEntry, Flight } from '../../cache/embedding-cache';
 import { inSpan, SpanKind } from '../../tracing/tracing';
+import { discard } from '../workers/parcel';
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
@@ -428,22 +429,29 @@ export class EncoderService {
     this.checkReleased(state);
 
     let pre: PreprocessOk | undefined;
-    if (size) {
-      const preStart = this.clock.elapsed();
-      pre = await this.stages.preprocess(part, partItems, size);
-      t.preWall = this.clock.elapsed() - preStart;
-      this.checkReleased(state);
-    }
-    const meta = {
-      embedding_size: tokens * dim * this.stages.bytesPerValue,
-      embedding_len: tokens,
-      embedding_dim: dim,
-    };
-    await this.registry.publish(req.req_id, meta, req.part_idx, this.registry.self);
-
     let result: ScheduledResult | undefined;
-    if (size && pre) {
-      result = await this.stages.forward(part, pre, size, deadline, () => state.releaseRequested);
+    try {
+      if (size) {
+        const preStart = this.clock.elapsed();
+        pre = await this.stages.preprocess(part, partItems, size);
+        t.preWall = this.clock.elapsed() - preStart;
+        this.checkReleased(state);
+      }
+      const meta = {
+        embedding_size: tokens * dim * this.stages.bytesPerValue,
+        embedding_len: tokens,
+        embedding_dim: dim,
+      };
+      await this.registry.publish(req.req_id, meta, req.part_idx, this.registry.self);
+      if (size && pre) {
+        result = await this.stages.forward(part, pre, size, deadline, () => state.releaseRequested);
+      }
+    } finally {
+      // The inference thread has the model input by now, unless the request ended first:
+      // then its buffer is freed here, not whenever a collection finds the port.
+      discard(pre?.data);
+    }
+    if (pre && result) {
       // Landed before the release check: requests that joined this one get its rows even
       // when this one was released meanwhile.
       this.landMine(req, mine, result.output.data, dim, itemGrids(pre));

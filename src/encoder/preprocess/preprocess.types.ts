@@ -1,4 +1,6 @@
+import type { MessagePort } from 'node:worker_threads';
 import type { ForwardPart } from '../backend/forward.types';
+import type { ModelInput } from '../workers/parcel';
 import type { Modality } from '../pipeline/encode-request.schema';
 import type { ModelKind } from '../pipeline/model-contract';
 
@@ -12,6 +14,12 @@ export interface PreprocessTask {
   maxDecodedPixels: number;
   /** Audio: mel bins of the audio model's input_features. */
   nMels: number;
+  /**
+   * Where to ship the model input (see Parcel): given, the reply carries only its length,
+   * and the values never enter the main thread's heap. Absent (in-process callers), the
+   * reply carries the values.
+   */
+  parcel?: MessagePort;
 }
 
 /**
@@ -37,11 +45,15 @@ export interface MediaPlan {
 
 export type PlanResult = MediaPlan | PreprocessFailed;
 
-export interface PreprocessOk {
+/**
+ * `D`: how the model input travels. The worker produces the values (an empty array once
+ * they were shipped in a parcel); the main thread's Preprocessor hands out a ModelInput.
+ */
+export interface PreprocessOk<D extends ModelInput = ModelInput> {
   ok: true;
   kind: ModelKind;
   /** Packed model input: patches (1176 wide rows) or audio windows (n_mels × 3000 each). */
-  data: Float32Array;
+  data: D;
   rows: number;
   /** Vision only: (t, h, w) per image or video, in patches. */
   grids: [number, number, number][];
@@ -63,7 +75,8 @@ export interface PreprocessFailed {
   message: string;
 }
 
-export type PreprocessResult = PreprocessOk | PreprocessFailed;
+export type PreprocessResult<D extends ModelInput = ModelInput> =
+  PreprocessOk<D> | PreprocessFailed;
 
 /**
  * Per item, what a receiver needs to place the embedding: `[t, h, w]` (in patches) for

@@ -6,13 +6,22 @@ import {
 } from '../pipeline/model-contract';
 import { reclaimAfter } from '../workers/reclaim';
 import { moveOut } from '../workers/move-out';
+import { ship } from '../workers/parcel';
 import { pack } from '../workers/pack';
 import { AudioDecodeError } from '../../media/audio/common';
 import { audioInfo } from '../../media/audio/decode';
 import { audioFeatures, audioTokens } from './audio';
 import { patchify, uninitializedFloat32 } from './patchify';
 import { loadBicubicResampler } from './resample';
-import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
+import type {
+  PlanResult,
+  PreprocessFailed,
+  PreprocessResult,
+  PreprocessTask,
+} from './preprocess.types';
+
+/** The values themselves (an empty array once shipped in the task's parcel). */
+type Produced = PreprocessResult<Float32Array>;
 import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
 import { announceLoaded } from '../workers/close-pool';
 
@@ -126,7 +135,7 @@ const tokensOf = (frames: number, h: number, w: number) =>
  * no per-image arrays and no concatenation (the 13-image request used to hold both,
  * ~600 MB at once, for 300 MB of output).
  */
-async function images(task: PreprocessTask): Promise<PreprocessResult> {
+async function images(task: PreprocessTask): Promise<Produced> {
   const sizes: [number, number][] = [];
   for (const [i, buf] of task.items.entries())
     sizes.push(resize(await probe(buf, i, false), task, i));
@@ -171,7 +180,7 @@ async function videoFrames(task: PreprocessTask): Promise<{
   return { h, w, frames, total };
 }
 
-async function video(task: PreprocessTask): Promise<PreprocessResult> {
+async function video(task: PreprocessTask): Promise<Produced> {
   const { h, w, frames } = await videoFrames(task);
   const rgb: Uint8Array[] = [];
   for (const f of frames)
@@ -233,7 +242,7 @@ export async function plan(task: PreprocessTask): Promise<PlanResult> {
   }
 }
 
-function failure(err: unknown): PreprocessResult & { ok: false } {
+function failure(err: unknown): PreprocessFailed {
   if (err instanceof StageError)
     return { ok: false, stage: err.stage, itemIndex: err.itemIndex, message: err.message };
   if (err instanceof AudioDecodeError)
@@ -241,7 +250,7 @@ function failure(err: unknown): PreprocessResult & { ok: false } {
   return { ok: false, stage: 'process', itemIndex: 0, message: (err as Error).message };
 }
 
-function packed(data: Float32Array, grids: [number, number, number][]): PreprocessResult {
+function packed(data: Float32Array, grids: [number, number, number][]): Produced {
   const rows = data.length / PATCH_DIM;
   const tokens = grids.reduce((n, [t, h, w]) => n + tokensForGrid(t, h, w), 0);
   return {
@@ -257,7 +266,7 @@ function packed(data: Float32Array, grids: [number, number, number][]): Preproce
   };
 }
 
-async function audio(task: PreprocessTask): Promise<PreprocessResult> {
+async function audio(task: PreprocessTask): Promise<Produced> {
   const feats = [];
   for (const [i, buf] of task.items.entries()) {
     try {
@@ -283,7 +292,7 @@ async function audio(task: PreprocessTask): Promise<PreprocessResult> {
   };
 }
 
-export default async function preprocess(task: PreprocessTask): Promise<PreprocessResult> {
+export default async function preprocess(task: PreprocessTask): Promise<Produced> {
   const started = performance.now();
   try {
     const result =
@@ -296,9 +305,12 @@ export default async function preprocess(task: PreprocessTask): Promise<Preproce
     result.ms = performance.now() - started;
     // Decoded frames are about a quarter of the float pixel_values handed back.
     reclaimAfter(task.items.reduce((n, b) => n + b.byteLength, 0) + result.data.byteLength * 1.25);
+    if (task.parcel) return { ...result, data: ship(task.parcel, result.data) };
     return moveOut(result, [result.data.buffer]);
   } catch (err) {
     return failure(err);
+  } finally {
+    task.parcel?.close(); // shipped, or nothing to ship: either way this end is done
   }
 }
 

@@ -3,6 +3,7 @@ import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
 import type { Modality } from '../pipeline/encode-request.schema';
 import { closePool, createPool } from '../workers/close-pool';
+import { parcelChannel } from '../workers/parcel';
 import { workerFile } from '../workers/worker-file';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 
@@ -32,9 +33,28 @@ export class Preprocessor implements OnModuleDestroy {
     return this.pool.run(this.task(modality, items, 0), { name: 'plan' }) as Promise<PlanResult>;
   }
 
-  /** `nMels`: the audio model's mel bins (ModelInfo.audioMels). */
-  run(modality: Modality, items: Buffer[], nMels: number): Promise<PreprocessResult> {
-    return this.pool.run(this.task(modality, items, nMels)) as Promise<PreprocessResult>;
+  /**
+   * `nMels`: the audio model's mel bins (ModelInfo.audioMels). The model input comes back
+   * as a Parcel: the values stay out of this thread's heap on their way to the inference
+   * thread. Whoever holds the result must forward or `discard` it.
+   */
+  async run(modality: Modality, items: Buffer[], nMels: number): Promise<PreprocessResult> {
+    const { send, receive } = parcelChannel();
+    let result: PreprocessResult;
+    try {
+      result = (await this.pool.run(
+        { ...this.task(modality, items, nMels), parcel: send },
+        { transferList: [send] },
+      )) as PreprocessResult;
+    } catch (err) {
+      receive.close();
+      throw err;
+    }
+    if (!result.ok) {
+      receive.close();
+      return result;
+    }
+    return { ...result, data: { port: receive } };
   }
 
   private task(modality: Modality, items: Buffer[], nMels: number): PreprocessTask {

@@ -2,6 +2,8 @@ import { Clock } from '../../common/clock';
 import { loadConfig } from '../../config/config.loader';
 import { EncoderBackend } from '../backend/encoder-backend';
 import type { ForwardResult, ForwardTask, ModelInfo } from '../backend/forward.types';
+import { once } from 'node:events';
+import { parcelChannel, ship } from '../workers/parcel';
 import { EncodeScheduler, type JobSpec } from './encode-scheduler.service';
 
 /** A backend whose forwards finish when the test says so. */
@@ -137,6 +139,30 @@ describe('EncodeScheduler', () => {
     await blocker;
     await expect(gone).rejects.toMatchObject({ message: 'Encoder request was released: gone' });
     expect(backend.calls).toHaveLength(1);
+  });
+
+  it('frees the model input parcel of work it skips (expired or released)', async () => {
+    const parcel = () => {
+      const { send, receive } = parcelChannel();
+      ship(send, new Float32Array(4));
+      return { port: receive };
+    };
+    const blocker = scheduler.submit(job('block'));
+    const expired = parcel();
+    const released = parcel();
+    const late = scheduler.submit(
+      job('late', { deadline: Date.now() - 1, part: { ...job('x').part, data: expired } }),
+    );
+    const gone = scheduler.submit(
+      job('gone', { cancelled: () => true, part: { ...job('x').part, data: released } }),
+    );
+    const closed = Promise.all([once(expired.port, 'close'), once(released.port, 'close')]);
+    backend.auto = true;
+    backend.finishOne();
+    await blocker;
+    await expect(late).rejects.toMatchObject({ code: 504 });
+    await expect(gone).rejects.toMatchObject({ message: 'Encoder request was released: gone' });
+    await closed; // both ports closed: their buffers freed now, not at some later collection
   });
 
   it('retries a failed fused batch request by request, so one bad input fails alone', async () => {

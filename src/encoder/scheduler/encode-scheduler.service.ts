@@ -6,6 +6,7 @@ import { AppConfig } from '../../config/app-config';
 import { EncoderBackend } from '../backend/encoder-backend';
 import type { ForwardOutput, ForwardPart, StagingDtype } from '../backend/forward.types';
 import type { ModelKind } from '../pipeline/model-contract';
+import { discard } from '../workers/parcel';
 
 export interface ScheduledResult {
   output: ForwardOutput;
@@ -163,11 +164,13 @@ export class EncodeScheduler {
   private viable(job: Job, now: number): boolean {
     if (job.cancelled?.()) {
       this.stats_.skippedCancelled++;
+      discard(job.part.data);
       job.reject(Errors.releasedDuringEncode(job.reqId));
       return false;
     }
     if (now > job.deadline) {
       this.stats_.skippedExpired++;
+      discard(job.part.data);
       job.reject(Errors.batchTimedOut(job.reqId));
       return false;
     }

@@ -1,0 +1,43 @@
+import { once } from 'node:events';
+import { runInNewContext } from 'node:vm';
+import { discard, isParcel, parcelChannel, ship, unpack } from './parcel';
+
+// Not tested here, on purpose: receiveMessageOnPort on a port after close() segfaulted
+// Node 20 (node -e, a closed MessageChannel port, then receiveMessageOnPort). unpack is
+// only ever called once, on a port fresh from the main thread.
+
+describe('parcel', () => {
+  it('moves the values through the port without copying them in the sender', () => {
+    const { send, receive } = parcelChannel();
+    const values = Float32Array.from([1.5, -2, 3.25]);
+    const left = ship(send, values);
+    expect(values.length).toBe(0); // detached: moved, not copied
+    expect(left.length).toBe(0);
+    expect(Array.from(unpack({ port: receive }))).toEqual([1.5, -2, 3.25]);
+  });
+
+  it('passes values that are not in a parcel through as they are', () => {
+    const values = new Float32Array(4);
+    expect(unpack(values)).toBe(values);
+    expect(isParcel(values)).toBe(false);
+    // Arrays from another realm (piscina's, Jest's) are values too, not parcels.
+    expect(isParcel(runInNewContext('new Float32Array(2)') as Float32Array)).toBe(false);
+  });
+
+  it('says so when a parcel holds nothing', () => {
+    const { send, receive } = parcelChannel();
+    send.close();
+    expect(() => unpack({ port: receive })).toThrow(/parcel is empty/);
+  });
+
+  it('discard closes the receiving end (its queued buffer is freed), and may be repeated', async () => {
+    const { send, receive } = parcelChannel();
+    ship(send, new Float32Array(1024));
+    const closed = once(receive, 'close');
+    discard({ port: receive });
+    discard({ port: receive });
+    discard(undefined);
+    discard(new Float32Array(2)); // values: nothing to free
+    await closed;
+  });
+});

@@ -1,0 +1,68 @@
+import { MessageChannel, type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
+
+/**
+ * A model input (pixel_values or mel features) on its way from a preprocessing thread to
+ * the inference thread, parked in a MessagePort that the main thread only passes along.
+ *
+ * Why: an ArrayBuffer that enters the main thread's heap counts against V8's old-generation
+ * limit as external memory ("allocated since the last mark-compact"), even if it is handed
+ * on a moment later. A 1024×768 image's 18.8 MB of pixel_values crossed the main thread on
+ * every encode, and the main isolate ran a full mark-compact of its ~32 MB heap every one
+ * to three encodes (`--trace-gc`: 13–19 per 60 encodes, 20–30 core-ms each, most of the
+ * service's overhead beyond preprocessing and the forward). Queued in a port, the buffer
+ * stays a message in Node's native queue until the inference thread receives it: the
+ * main isolate never attaches it.
+ *
+ * The main thread owns the receiving port until it transfers it to the inference thread;
+ * if the request ends before that (released, expired, failed), `discard` frees the buffer
+ * at once. An unclosed port would keep it until a collection happened to find the port,
+ * and V8 does not know that memory is there.
+ */
+export interface Parcel {
+  /** The receiving end; the values are queued on it. */
+  readonly port: MessagePort;
+  /** Set once the port was handed to the inference thread (a port moves only once). */
+  taken?: boolean;
+}
+
+/** A model input: the values themselves (in-process, retries) or a parcel holding them. */
+export type ModelInput = Float32Array | Parcel;
+
+export function isParcel(input: ModelInput): input is Parcel {
+  return !ArrayBuffer.isView(input);
+}
+
+/** The two ends of a parcel: the producer gets `send`, the main thread keeps `receive`. */
+export function parcelChannel(): { send: MessagePort; receive: MessagePort } {
+  const { port1, port2 } = new MessageChannel();
+  return { send: port1, receive: port2 };
+}
+
+/**
+ * Producer side: moves `values` into the parcel (no copy) and closes the sending end.
+ * Returns what the reply carries in their place: an empty array (the main thread puts its
+ * receiving end there).
+ */
+export function ship(port: MessagePort, values: Float32Array): Float32Array {
+  port.postMessage(values, [values.buffer as ArrayBuffer]);
+  port.close();
+  return new Float32Array(0);
+}
+
+/**
+ * Consumer side: the values, received from the parcel's port, which is then closed. Only
+ * on a port that was never closed: Node 20's receiveMessageOnPort on a closed port crashed
+ * the process (segmentation fault, reproduced in parcel.spec.ts's notes).
+ */
+export function unpack(input: ModelInput): Float32Array {
+  if (!isParcel(input)) return input;
+  const got = receiveMessageOnPort(input.port);
+  input.port.close();
+  if (!got) throw new Error('model input parcel is empty (never sent, or already received)');
+  return got.message as Float32Array;
+}
+
+/** Frees a parcel that will not be unpacked (idempotent; harmless once it was handed on). */
+export function discard(input: ModelInput | undefined): void {
+  if (input && isParcel(input)) input.port.close();
+}

@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import { getHeapStatistics } from 'node:v8';
+import sharp from 'sharp';
+import { Clock } from '../src/common/clock';
+import { loadConfig } from '../src/config/config.loader';
+import type { AppConfig } from '../src/config/app-config';
+import { OnnxWorkerBackend } from '../src/encoder/backend/onnx-worker.backend';
+import preprocessInProcess from '../src/encoder/preprocess/preprocess.worker';
+import { forwardPart, type PreprocessOk } from '../src/encoder/preprocess/preprocess.types';
+import { Preprocessor } from '../src/encoder/preprocess/preprocessor.service';
+import { EncodeScheduler } from '../src/encoder/scheduler/encode-scheduler.service';
+import { isParcel } from '../src/encoder/workers/parcel';
+
+/**
+ * main-thread-gc-from-model-inputs: every encode's pixel_values (18.8 MB for a 1024×768
+ * image) were transferred from a preprocessing thread to the main thread, then on to the
+ * inference thread. Each arrival counted as main-thread external memory, which V8 weighs
+ * against the room left before its next full collection. They now travel in a parcel (a
+ * MessagePort the main thread only passes along): the main thread's external memory does
+ * not move, and the inference thread gets exactly the values. Real worker threads and
+ * ONNX Runtime.
+ */
+describe('model inputs bypass the main thread (e2e, real worker threads)', () => {
+  const config = loadConfig({}).config as AppConfig;
+  const preprocessor = new Preprocessor(config);
+  const backend = new OnnxWorkerBackend(config);
+  const scheduler = new EncodeScheduler(backend, config, new Clock());
+
+  afterAll(async () => {
+    await Promise.all([preprocessor.onModuleDestroy(), backend.onModuleDestroy()]);
+  });
+
+  /** A noisy photo-sized image: the values differ everywhere. */
+  const photo = (w: number, h: number) =>
+    sharp(randomBytes(w * h * 3), { raw: { width: w, height: h, channels: 3 } })
+      .png()
+      .toBuffer();
+
+  const submit = (reqId: string, pre: PreprocessOk) =>
+    scheduler.submit({
+      reqId,
+      kind: 'vision',
+      fusable: false,
+      part: forwardPart(pre),
+      items: 1,
+      deadline: Date.now() + 60_000,
+    });
+
+  it('hands out a parcel, and the main thread never attaches the 18.8 MB of pixel_values', async () => {
+    await backend.info();
+    const file = await photo(1024, 768);
+    const before = getHeapStatistics().external_memory;
+    const pre = await preprocessor.run('image', [file], 128);
+    const grown = getHeapStatistics().external_memory - before;
+    if (!pre.ok) throw new Error(pre.message);
+    expect(pre.rows * 1176 * 4).toBe(18_797_184); // what used to arrive here
+    expect(grown).toBeLessThan(2 ** 20);
+    expect(isParcel(pre.data)).toBe(true);
+    const result = await submit('parcel', pre);
+    expect(result.output.tokens).toBe(999);
+  });
+
+  it('the inference thread gets exactly the values: the same embedding as from in-process preprocessing', async () => {
+    const file = await photo(448, 336);
+    const task = {
+      modality: 'image' as const,
+      items: [file],
+      minPixels: config.encoder.minPixels,
+      maxPixels: config.encoder.maxPixels,
+      maxVideoFrames: config.encoder.maxVideoFrames,
+      maxDecodedPixels: config.encoder.maxDecodedPixels,
+      nMels: 128,
+    };
+    const [viaParcel, inProcess] = await Promise.all([
+      preprocessor.run('image', [file], 128),
+      preprocessInProcess(task),
+    ]);
+    if (!viaParcel.ok || !inProcess.ok) throw new Error('preprocessing failed');
+    expect(isParcel(viaParcel.data)).toBe(true);
+    expect(isParcel(inProcess.data)).toBe(false);
+    const [a, b] = await Promise.all([submit('a', viaParcel), submit('b', inProcess)]);
+    expect(a.output.tokens).toBe(b.output.tokens);
+    expect(Buffer.from(a.output.data.buffer).equals(Buffer.from(b.output.data.buffer))).toBe(true);
+  });
+
+  it('drains: nothing queued, nothing running', () => {
+    expect(scheduler.stats()).toMatchObject({ queued: 0, running: false });
+  });
+});
