@@ -10,6 +10,7 @@ import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
 import { dpRole, type AppConfig } from './config/app-config';
 import { startTracing } from './tracing/tracing';
+import { setHeapGrowth } from './common/heap-growth';
 
 async function main(): Promise<void> {
   let loaded;
@@ -20,6 +21,8 @@ async function main(): Promise<void> {
     process.stderr.write(`epd-encoder: ${err.message}\n`);
     process.exit(78); // EX_CONFIG
   }
+
+  setHeapGrowth(loaded.config.encoder.heapGrowingPercent);
 
   // OTEL_* variables turn tracing on (off by default); started before the app so that the
   // context manager is in place for its first request.

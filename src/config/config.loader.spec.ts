@@ -52,6 +52,14 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ EPD_SUBJECT_PREFIX: 'a.b' })).toThrow(/nats\.subjectPrefix/);
     expect(() => loadConfig({ EPD_DP_SIZE: '0' })).toThrow(/encoder\.dpSize \(EPD_DP_SIZE\)/);
     expect(() => loadConfig({ EPD_DP_SIZE: '65' })).toThrow(/encoder\.dpSize \(EPD_DP_SIZE\)/);
+    expect(() => loadConfig({ EPD_HEAP_GROWING_PERCENT: '-1' })).toThrow(
+      /encoder\.heapGrowingPercent \(EPD_HEAP_GROWING_PERCENT\)/,
+    );
+  });
+
+  it('gives V8 heaps 200% room to grow by default; 0 keeps V8's heuristic', () => {
+    expect(loadConfig({}).config.encoder.heapGrowingPercent).toBe(200);
+    expect(loadConfig({ EPD_HEAP_GROWING_PERCENT: '0' }).config.encoder.heapGrowingPercent).toBe(0);
   });
 
   it('layers default.yaml < <NODE_ENV>.yaml < EPD_CONFIG < env', () => {
