@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 
@@ -32,6 +32,23 @@ export function summarize(samplesMs: number[]): {
 /** On-CPU time of `pid`'s main thread, in ms (Linux schedstat: nanoseconds). */
 export function mainThreadMs(pid: number): number {
   return mainThreadSched(pid).onCpuMs;
+}
+
+/**
+ * `pid`'s time on a CPU over every thread it has now, in ms, at nanosecond resolution
+ * (schedstat; /proc/<pid>/stat counts 10 ms ticks). Threads that already exited are not
+ * counted: measure long-lived threads (a service's pools), not short-lived ones.
+ */
+export function processOnCpuMs(pid: number): number {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // the thread exited between the listing and the read
+    }
+  }
+  return ns / 1e6;
 }
 
 /** `pid`'s main thread: time on a CPU, and time runnable but waiting for one, in ms. */

@@ -19,7 +19,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
@@ -35,7 +35,15 @@ import { smartResize } from '../src/encoder/preprocess/smart-resize';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { TcpEmbeddingSender } from '../src/transfer/tcp-sender.service';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, mainThreadMs, round, runBench, writeReport } from './common';
+import {
+  QUICK,
+  machine,
+  mainThreadMs,
+  processOnCpuMs,
+  round,
+  runBench,
+  writeReport,
+} from './common';
 import { startService } from './service-process';
 
 sharp.concurrency(1);
@@ -168,10 +176,15 @@ print(' '.join(str(x) for x in blocks))
   return out.trim().split(/\s+/).map(Number);
 }
 
-/** Process CPU (utime + stime, every thread) of `pid`, in ms. */
-function procCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // USER_HZ = 100
+/**
+ * The service main thread's full collections (mark-compact) so far, from its own /metrics
+ * (prom-client's nodejs_gc_duration_seconds, kind="major").
+ */
+async function majorGcs(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const count = /^nodejs_gc_duration_seconds_count\{kind="major"\} (\S+)$/m.exec(text)?.[1];
+  if (count === undefined) throw new Error('no nodejs_gc_duration_seconds in /metrics');
+  return Number(count);
 }
 
 /**
@@ -187,6 +200,8 @@ interface ServiceCost {
   total: number;
   /** Of which the main thread (NATS, JSON, the data-URI decode, the pipeline, GC steps). */
   main: number;
+  /** The main thread's full collections per 100 encodes, over every block. */
+  majorGcsPer100: number;
   blocks: number[];
 }
 
@@ -219,14 +234,21 @@ async function serviceCost(file: Buffer): Promise<ServiceCost> {
     for (let i = 0; i < SERVICE_WARMUP; i++) await encode();
     const blocks: number[] = [];
     const mains: number[] = [];
+    const gc0 = await majorGcs(svc.url);
     for (let b = 0; b < BLOCKS; b++) {
-      const c0 = procCpuMs(pid);
+      const c0 = processOnCpuMs(pid);
       const m0 = mainThreadMs(pid);
       for (let i = 0; i < SERVICE_PER_BLOCK; i++) await encode();
-      blocks.push((procCpuMs(pid) - c0) / SERVICE_PER_BLOCK);
+      blocks.push((processOnCpuMs(pid) - c0) / SERVICE_PER_BLOCK);
       mains.push((mainThreadMs(pid) - m0) / SERVICE_PER_BLOCK);
     }
-    return { total: median(blocks), main: median(mains), blocks };
+    const gcs = (await majorGcs(svc.url)) - gc0;
+    return {
+      total: median(blocks),
+      main: median(mains),
+      majorGcsPer100: (100 * gcs) / (BLOCKS * SERVICE_PER_BLOCK),
+      blocks,
+    };
   } finally {
     await nc.drain();
     await svc.stop();
@@ -288,6 +310,7 @@ async function main() {
       forward: round(m('forward'), 2),
       service: round(service.total, 2),
       serviceMain: round(service.main, 2),
+      majorGcsPer100: round(service.majorGcsPer100, 1),
       overhead: round(service.total - preprocessing - m('forward'), 2),
       float16: round(m('float16'), 3),
       bfloat16: round(m('bfloat16'), 3),
@@ -351,7 +374,7 @@ async function main() {
       ...rows.map((r) => [r.image, r.stage, String(round(median(r.blocks), 2)), spread(r.blocks)]),
       ...Object.entries(summary).map(([name, s]) => [
         name,
-        `service process per encode (tokens ${s.tokens}; overhead beyond preprocessing + forward: ${s.overhead} ms; main thread ${s.serviceMain} ms)`,
+        `service process per encode (tokens ${s.tokens}; overhead beyond preprocessing + forward: ${s.overhead} ms; main thread ${s.serviceMain} ms, with ${s.majorGcsPer100} full collections per 100 encodes)`,
         String(s.service),
         spread(serviceBlocks[name]!),
       ]),
@@ -360,7 +383,7 @@ async function main() {
       `${BLOCKS} interleaved blocks of ${PER_BLOCK} runs per stage; core-ms is process CPU (user + system, every thread) per image.`,
       'No accelerator here: the fused-batch goal that applies is "no worse than separate forwards" (≥ 0.95×); the ≥ 1.5× batching goal applies on a GPU.',
       'The service figure includes what the bare stages do not: NATS, JSON, the data-URI decode, the staging copy and the bookkeeping, and the V8 helper threads (garbage collection, compilation).',
-      `The service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} blocks of ${SERVICE_PER_BLOCK} (process CPU from /proc at 10 ms resolution; the main thread's from schedstat). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
+      `The service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} blocks of ${SERVICE_PER_BLOCK} (CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
     ],
   });
 }
