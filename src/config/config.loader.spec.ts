@@ -57,7 +57,7 @@ describe('loadConfig', () => {
     );
   });
 
-  it('gives V8 heaps 200% room to grow by default; 0 keeps V8's heuristic', () => {
+  it("gives V8 heaps 200% room to grow by default; 0 keeps V8's heuristic", () => {
     expect(loadConfig({}).config.encoder.heapGrowingPercent).toBe(200);
     expect(loadConfig({ EPD_HEAP_GROWING_PERCENT: '0' }).config.encoder.heapGrowingPercent).toBe(0);
   });
