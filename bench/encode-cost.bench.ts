@@ -155,6 +155,16 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
   return { rows, tokens: (grid.h * grid.w) / 4, size: `${w}x${h}`, data, grid };
 }
 
+/** The float16 conversion of a 999x1024 embedding, per block, core-ms (float16-cost.ts). */
+function float16Blocks(): number[] {
+  const out = execFileSync(process.execPath, [
+    join(__dirname, 'float16-cost.js'),
+    String(BLOCKS),
+    String(PER_BLOCK * 5),
+  ]).toString();
+  return JSON.parse(out) as number[];
+}
+
 /** transformers' processor (Pillow + numpy) on the same file: decode + process, core-ms. */
 function pythonReference(path: string): number[] {
   const script = `
@@ -318,20 +328,8 @@ async function main() {
     if (name === '448x448')
       batch = await batchRatio(session, r.data, [r.grid.t, r.grid.h, r.grid.w]);
   }
-  // The 999x1024 conversion the issue names: its own figure.
-  const big = new Float32Array(999 * 1024).map(() => Math.random() - 0.5);
-  const cast = await Float16Cast.create();
-  // Steady state, as the service's long-lived cast session runs: the first few dozen
-  // conversions cost up to 2x (measured 1.5-1.7 core-ms, then 0.6-0.8), while the
-  // allocator settles on reusing the 2-4 MB output buffers instead of fresh pages.
-  for (let k = 0; k < 40; k++) await cast.convert(big);
-  const f16: number[] = [];
-  for (let b = 0; b < BLOCKS; b++) {
-    let total = 0;
-    for (let k = 0; k < PER_BLOCK; k++) total += await coreMs(() => cast.convert(big));
-    f16.push(total / PER_BLOCK);
-  }
-  await cast.release();
+  // The 999x1024 conversion the issue names: its own figure, in a process of its own.
+  const f16 = float16Blocks();
   await session.release();
 
   const t = (name: string) => summary[name]!;
@@ -357,7 +355,7 @@ async function main() {
         pass: t(name).overhead! / t(name).forward! <= 0.1,
       })),
       {
-        metric: 'float16 conversion of 999x1024 (core-ms, ORT Cast)',
+        metric: 'float16 conversion of 999x1024 (core-ms, ORT Cast, in a process of its own)',
         target: '≤ 1 ms',
         value: round(median(f16), 2),
         pass: median(f16) <= 1,
@@ -381,6 +379,7 @@ async function main() {
     ],
     notes: [
       `${BLOCKS} interleaved blocks of ${PER_BLOCK} runs per stage; core-ms is process CPU (user + system, every thread) per image.`,
+      'The 999x1024 float16 figure is measured in a child process of its own (float16-cost.ts), as the service converts in its inference thread, whose heap is small: inside this process each conversion also paid for collections of this large heap (the stage rows above include that).',
       'No accelerator here: the fused-batch goal that applies is "no worse than separate forwards" (≥ 0.95×); the ≥ 1.5× batching goal applies on a GPU.',
       'The service figure includes what the bare stages do not: NATS, JSON, the data-URI decode, the staging copy and the bookkeeping, and the V8 helper threads (garbage collection, compilation).',
       `The service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} blocks of ${SERVICE_PER_BLOCK} (CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
