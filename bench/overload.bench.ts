@@ -180,6 +180,18 @@ interface Share {
   waiting: number;
 }
 
+/** The service main thread's GC pauses so far, seconds, from its /metrics (prom-client). */
+async function gcSeconds(url: string): Promise<{ major: number; minor: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const sum = (kind: string) =>
+    Number(
+      new RegExp(`^nodejs_gc_duration_seconds_sum\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(
+        text,
+      )?.[1] ?? 0,
+    );
+  return { major: sum('major'), minor: sum('minor') };
+}
+
 async function run(nats: NatsServer, prefix: string, env: Record<string, string>) {
   const service = await startService({
     EPD_NATS_URL: nats.url,
@@ -208,7 +220,9 @@ async function run(nats: NatsServer, prefix: string, env: Record<string, string>
     const [rate, sustainedBusy] = await busy(() =>
       gen.closedLoop(QUICK ? 10_000 : 60_000, INFLIGHT),
     );
+    const gcBefore = await gcSeconds(service.url);
     const [loaded, loadedBusy] = await busy(() => gen.openLoop(2 * rate));
+    const gcAfter = await gcSeconds(service.url);
     const metrics = await (await fetch(`${service.url}/metrics`)).text();
     const total = (name: string) =>
       Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? 0);
@@ -218,6 +232,11 @@ async function run(nats: NatsServer, prefix: string, env: Record<string, string>
       // The service's main thread: share of wall time on a CPU, closed loop and at 2×
       // (the 2× figure includes the grace period after the offered load ends).
       mainThread: { sustainable: sustainedBusy, loaded: loadedBusy },
+      // Its pauses for garbage collection during the 2× load (and its grace period).
+      gcSeconds: {
+        major: round(gcAfter.major - gcBefore.major, 2),
+        minor: round(gcAfter.minor - gcBefore.minor, 2),
+      },
       stepOuts: total('epd_encoder_nats_step_outs_total'),
       outOfGroupSeconds: round(total('epd_encoder_nats_out_of_group_seconds_total'), 2),
     };
@@ -253,6 +272,7 @@ async function main() {
         `${round(l.generatorLagMs.p99)} / ${round(l.generatorLagMs.max)}`,
         `${r.mainThread.sustainable.onCpu} / ${r.mainThread.loaded.onCpu} (waiting ${r.mainThread.sustainable.waiting} / ${r.mainThread.loaded.waiting})`,
         `${r.stepOuts} / ${r.outOfGroupSeconds} s`,
+        `${r.gcSeconds.major} / ${r.gcSeconds.minor} s`,
       ];
     };
     const okRatio = on.loaded.okPerSecond / on.sustainable;
@@ -301,6 +321,7 @@ async function main() {
           'load generator loop delay p99 / max ms',
           'service main thread on a CPU, 1× / 2× (and runnable, waiting for one): share of wall time',
           'step-outs / time out of the group',
+          'service main thread GC pauses at 2×, major / minor',
         ],
         row('shedding and stepping out of the queue group (default)', on),
         row('shedding only (EPD_OVERLOAD_STEP_OUT=false)', shedOnly),
