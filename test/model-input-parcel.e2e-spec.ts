@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { getHeapStatistics } from 'node:v8';
 import sharp from 'sharp';
 import { Clock } from '../src/common/clock';
@@ -81,6 +82,21 @@ describe('model inputs bypass the main thread (e2e, real worker threads)', () =>
     const [a, b] = await Promise.all([submit('a', viaParcel), submit('b', inProcess)]);
     expect(a.output.tokens).toBe(b.output.tokens);
     expect(Buffer.from(a.output.data.buffer).equals(Buffer.from(b.output.data.buffer))).toBe(true);
+  });
+
+  it('a forward refused at shutdown frees its parcel at once (503, no thread revived)', async () => {
+    const closed = new OnnxWorkerBackend(config);
+    await closed.onModuleDestroy();
+    const pre = await preprocessor.run('image', [await photo(56, 56)], 128);
+    if (!pre.ok || !isParcel(pre.data)) throw new Error('no parcel');
+    const freed = once(pre.data.port, 'close');
+    // piscina would start a fresh thread for a task given to a destroyed pool.
+    await expect(
+      closed.forward({ kind: 'vision', parts: [forwardPart(pre)], dtype: 'float32' }),
+    ).rejects.toMatchObject({ code: 503, message: 'encoder shutting down' });
+    await freed;
+    const threads = (closed as unknown as { pool: { threads: unknown[] } }).pool.threads;
+    expect(threads).toHaveLength(0);
   });
 
   it('drains: nothing queued, nothing running', () => {

@@ -3,7 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
-import { closePool, createPool } from '../workers/close-pool';
+import { closePool, createPool, runTask } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import { EncoderBackend } from './encoder-backend';
 import type {
@@ -15,7 +15,7 @@ import type {
 } from './forward.types';
 import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
-import { isParcel } from '../workers/parcel';
+import { discard, isParcel } from '../workers/parcel';
 
 function modelPath(configured: string, fallback: string, key: string): string {
   const path = configured
@@ -73,12 +73,10 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
   }
 
   info(): Promise<ModelInfo> {
-    this.infoPromise ??= (this.pool.run(null, { name: 'info' }) as Promise<ModelInfo>).then(
-      (info) => {
-        this.logger.log(info, 'models loaded');
-        return info;
-      },
-    );
+    this.infoPromise ??= runTask<ModelInfo>(this.pool, null, { name: 'info' }).then((info) => {
+      this.logger.log(info, 'models loaded');
+      return info;
+    });
     return this.infoPromise;
   }
 
@@ -94,7 +92,15 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       p.data.taken = true;
       return p.data.port;
     });
-    const reply = (await this.pool.run(task, { name: 'forward', transferList })) as ForwardReply;
+    let reply: ForwardReply;
+    try {
+      reply = await runTask<ForwardReply>(this.pool, task, { name: 'forward', transferList });
+    } catch (err) {
+      // Not sent (the pool refused the task) or lost with its thread: a parcel still
+      // here is freed now (closing one already moved is harmless).
+      for (const p of task.parts) discard(p.data);
+      throw err;
+    }
     if (reply.ok) return reply;
     // A fused forward failed: the parts get their inputs back for the retry one by one.
     task.parts.forEach((p, i) => (p.data = reply.inputs[i]!));

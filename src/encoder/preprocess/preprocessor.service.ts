@@ -2,7 +2,7 @@ import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
 import type { Modality } from '../pipeline/encode-request.schema';
-import { closePool, createPool } from '../workers/close-pool';
+import { closePool, createPool, runTask } from '../workers/close-pool';
 import { parcelChannel } from '../workers/parcel';
 import { workerFile } from '../workers/worker-file';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
@@ -30,7 +30,7 @@ export class Preprocessor implements OnModuleDestroy {
   /** Reads the media headers only: tokens, decoded pixels, frames, seconds (see MediaPlan). */
   plan(modality: Modality, items: Buffer[]): Promise<PlanResult> {
     // Headers only: no features are computed, so the mel count does not matter.
-    return this.pool.run(this.task(modality, items, 0), { name: 'plan' }) as Promise<PlanResult>;
+    return runTask<PlanResult>(this.pool, this.task(modality, items, 0), { name: 'plan' });
   }
 
   /**
@@ -42,10 +42,11 @@ export class Preprocessor implements OnModuleDestroy {
     const { send, receive } = parcelChannel();
     let result: PreprocessResult;
     try {
-      result = (await this.pool.run(
+      result = await runTask<PreprocessResult>(
+        this.pool,
         { ...this.task(modality, items, nMels), parcel: send },
         { transferList: [send] },
-      )) as PreprocessResult;
+      );
     } catch (err) {
       receive.close();
       throw err;

@@ -1,8 +1,12 @@
 import { isMainThread, parentPort, threadId } from 'node:worker_threads';
 import Piscina from 'piscina';
+import { Errors } from '../../common/errors/error-catalogue';
 import { withTimeout } from '../../common/timeout';
 
 const LOADED = 'epd:worker-loaded';
+
+/** Pools that closePool has begun to close. */
+const closedPools = new WeakSet<Piscina>();
 
 /** Each pool's threads that have loaded their module (see announceLoaded). */
 const loadedThreads = new WeakMap<Piscina, Set<number>>();
@@ -32,6 +36,21 @@ export function createPool(options: ConstructorParameters<typeof Piscina>[0]): P
 }
 
 /**
+ * `pool.run`, refused with 503 "encoder shutting down" once closePool has begun: piscina
+ * starts fresh threads for a task given to a pool it has destroyed (by design: a
+ * destroyed pool keeps no state), so a request still in the pipeline at shutdown would
+ * bring ONNX Runtime or libvips back up in a process on its way out.
+ */
+export function runTask<T>(
+  pool: Piscina,
+  task: unknown,
+  options?: Parameters<Piscina['run']>[1],
+): Promise<T> {
+  if (closedPools.has(pool)) return Promise.reject(Errors.shuttingDown());
+  return pool.run(task, options) as Promise<T>;
+}
+
+/**
  * Closes a worker pool without terminating a thread that is inside native code or still
  * loading its module. Piscina's destroy() terminates at once; a worker stopped
  * mid-`InferenceSession.create` or mid-run (ONNX Runtime runs synchronously on its
@@ -43,6 +62,7 @@ export function createPool(options: ConstructorParameters<typeof Piscina>[0]): P
  * destroyed anyway.
  */
 export async function closePool(pool: Piscina, graceMs: number): Promise<void> {
+  closedPools.add(pool);
   const deadline = Date.now() + graceMs;
   const loaded = loadedThreads.get(pool);
   while (loaded && Date.now() < deadline && !pool.threads.every((t) => loaded.has(t.threadId)))
