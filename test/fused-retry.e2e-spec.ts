@@ -1,11 +1,6 @@
-import { Clock } from '../src/common/clock';
-import { loadConfig } from '../src/config/config.loader';
-import type { AppConfig } from '../src/config/app-config';
-import { OnnxWorkerBackend } from '../src/encoder/backend/onnx-worker.backend';
-import { forwardPart, type PreprocessOk } from '../src/encoder/preprocess/preprocess.types';
-import { Preprocessor } from '../src/encoder/preprocess/preprocessor.service';
-import { EncodeScheduler, type JobSpec } from '../src/encoder/scheduler/encode-scheduler.service';
+import { forwardPart } from '../src/encoder/preprocess/preprocess.types';
 import { image } from './support/media';
+import { encodeThreads } from './support/encode-threads';
 
 /**
  * fused-batch-retry-wedges-scheduler: a fused forward that failed was retried request by
@@ -18,28 +13,15 @@ import { image } from './support/media';
  * detached input at once. Real worker threads and ONNX Runtime.
  */
 describe('a failed fused forward (e2e, real worker threads)', () => {
-  const config = loadConfig({}).config as AppConfig;
-  const preprocessor = new Preprocessor(config);
-  const backend = new OnnxWorkerBackend(config);
-  const scheduler = new EncodeScheduler(backend, config, new Clock());
+  const { preprocessor, backend, scheduler, close, job } = encodeThreads();
 
-  afterAll(async () => {
-    await Promise.all([preprocessor.onModuleDestroy(), backend.onModuleDestroy()]);
-  });
+  afterAll(close);
 
   const preprocessed = async (w: number, h: number) => {
     const pre = await preprocessor.run('image', [await image(w, h)], 128);
     if (!pre.ok) throw new Error(pre.message);
     return pre;
   };
-  const job = (reqId: string, pre: PreprocessOk): JobSpec => ({
-    reqId,
-    kind: 'vision',
-    fusable: true,
-    part: forwardPart(pre),
-    items: 1,
-    deadline: Date.now() + 60_000,
-  });
 
   it('retries each request alone with its own input: the good ones succeed, the bad one fails alone', async () => {
     await backend.info();

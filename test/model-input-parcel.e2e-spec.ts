@@ -2,15 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { getHeapStatistics } from 'node:v8';
 import sharp from 'sharp';
-import { Clock } from '../src/common/clock';
-import { loadConfig } from '../src/config/config.loader';
-import type { AppConfig } from '../src/config/app-config';
 import { OnnxWorkerBackend } from '../src/encoder/backend/onnx-worker.backend';
 import preprocessInProcess from '../src/encoder/preprocess/preprocess.worker';
 import { forwardPart, type PreprocessOk } from '../src/encoder/preprocess/preprocess.types';
-import { Preprocessor } from '../src/encoder/preprocess/preprocessor.service';
-import { EncodeScheduler } from '../src/encoder/scheduler/encode-scheduler.service';
 import { isParcel } from '../src/encoder/workers/parcel';
+import { encodeThreads } from './support/encode-threads';
 
 /**
  * main-thread-gc-from-model-inputs: every encode's pixel_values (18.8 MB for a 1024×768
@@ -22,14 +18,9 @@ import { isParcel } from '../src/encoder/workers/parcel';
  * ONNX Runtime.
  */
 describe('model inputs bypass the main thread (e2e, real worker threads)', () => {
-  const config = loadConfig({}).config as AppConfig;
-  const preprocessor = new Preprocessor(config);
-  const backend = new OnnxWorkerBackend(config);
-  const scheduler = new EncodeScheduler(backend, config, new Clock());
+  const { config, preprocessor, backend, scheduler, close, job } = encodeThreads();
 
-  afterAll(async () => {
-    await Promise.all([preprocessor.onModuleDestroy(), backend.onModuleDestroy()]);
-  });
+  afterAll(close);
 
   /** A noisy photo-sized image: the values differ everywhere. */
   const photo = (w: number, h: number) =>
@@ -38,14 +29,7 @@ describe('model inputs bypass the main thread (e2e, real worker threads)', () =>
       .toBuffer();
 
   const submit = (reqId: string, pre: PreprocessOk) =>
-    scheduler.submit({
-      reqId,
-      kind: 'vision',
-      fusable: false,
-      part: forwardPart(pre),
-      items: 1,
-      deadline: Date.now() + 60_000,
-    });
+    scheduler.submit(job(reqId, pre, { fusable: false }));
 
   it('hands out a parcel, and the main thread never attaches the 18.8 MB of pixel_values', async () => {
     await backend.info();
