@@ -15,9 +15,9 @@ export interface PreprocessTask {
   /** Audio: mel bins of the audio model's input_features. */
   nMels: number;
   /**
-   * Where to ship the model input (see Parcel): given, the reply carries only its length,
-   * and the values never enter the main thread's heap. Absent (in-process callers), the
-   * reply carries the values.
+   * Where to ship the model input (see Parcel): given, the values go there and the
+   * reply's `data` is empty, so they never enter the main thread's heap. Absent
+   * (in-process callers), the reply carries the values.
    */
   parcel?: MessagePort;
 }

@@ -19,11 +19,11 @@ import type {
   PreprocessResult,
   PreprocessTask,
 } from './preprocess.types';
+import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
+import { announceLoaded } from '../workers/close-pool';
 
 /** The values themselves (an empty array once shipped in the task's parcel). */
 type Produced = PreprocessResult<Float32Array>;
-import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
-import { announceLoaded } from '../workers/close-pool';
 
 // Runs in a worker thread (piscina): decode, orient, resize and patchify never block the
 // main event loop. sharp's own libvips threads do the pixel work below.

@@ -40,22 +40,17 @@ export class Preprocessor implements OnModuleDestroy {
    */
   async run(modality: Modality, items: Buffer[], nMels: number): Promise<PreprocessResult> {
     const { send, receive } = parcelChannel();
-    let result: PreprocessResult;
+    let result: PreprocessResult | undefined;
     try {
       result = await runTask<PreprocessResult>(
         this.pool,
         { ...this.task(modality, items, nMels), parcel: send },
         { transferList: [send] },
       );
-    } catch (err) {
-      receive.close();
-      throw err;
+    } finally {
+      if (!result?.ok) receive.close(); // nothing was shipped
     }
-    if (!result.ok) {
-      receive.close();
-      return result;
-    }
-    return { ...result, data: { port: receive } };
+    return result.ok ? { ...result, data: { port: receive } } : result;
   }
 
   private task(modality: Modality, items: Buffer[], nMels: number): PreprocessTask {
