@@ -5,7 +5,7 @@ import sharp from 'sharp';
 import { OnnxWorkerBackend } from '../src/encoder/backend/onnx-worker.backend';
 import preprocessInProcess from '../src/encoder/preprocess/preprocess.worker';
 import { forwardPart, type PreprocessOk } from '../src/encoder/preprocess/preprocess.types';
-import { isParcel } from '../src/encoder/workers/parcel';
+import { isParcel, parcelsHeld } from '../src/encoder/workers/parcel';
 import { encodeThreads } from './support/encode-threads';
 
 /**
@@ -41,8 +41,10 @@ describe('model inputs bypass the main thread (e2e, real worker threads)', () =>
     expect(pre.rows * 1176 * 4).toBe(18_797_184); // what used to arrive here
     expect(grown).toBeLessThan(2 ** 20);
     expect(isParcel(pre.data)).toBe(true);
+    expect(parcelsHeld()).toBe(1); // epd_encoder_model_inputs_held
     const result = await submit('parcel', pre);
     expect(result.output.tokens).toBe(999);
+    expect(parcelsHeld()).toBe(0);
   });
 
   it('the inference thread gets exactly the values: the same embedding as from in-process preprocessing', async () => {
@@ -83,7 +85,8 @@ describe('model inputs bypass the main thread (e2e, real worker threads)', () =>
     expect(threads).toHaveLength(0);
   });
 
-  it('drains: nothing queued, nothing running', () => {
+  it('drains: nothing queued, nothing running, no parcel held', () => {
     expect(scheduler.stats()).toMatchObject({ queued: 0, running: false });
+    expect(parcelsHeld()).toBe(0);
   });
 });

@@ -1,6 +1,7 @@
 import type { Clock } from '../common/clock';
 import { destinationViews, type DestinationView } from '../delivery/delivery.service';
 import type { ReqPhase, ReqStateStore, StagingStats } from '../requests/req-state.store';
+import { parcelsHeld } from '../encoder/workers/parcel';
 
 export interface RequestView {
   req_id: string;
@@ -21,6 +22,8 @@ export interface RequestView {
 export interface RequestsView {
   staging: StagingStats;
   pending: number;
+  /** Preprocessed model inputs waiting here for their forward (parcels held). */
+  model_inputs_held: number;
   requests: RequestView[];
 }
 
@@ -30,6 +33,7 @@ export function requestsView(states: ReqStateStore, clock: Clock, pending: numbe
   return {
     staging: states.stats(),
     pending,
+    model_inputs_held: parcelsHeld(),
     requests: states.list().map((s) => ({
       req_id: s.reqId,
       modality: s.modality,

@@ -54,6 +54,12 @@ export const METRICS = spec({
     labels: ['code', 'type'],
     sglang: 'none (SGLang counts these as errors, or drops them)',
   },
+  epd_encoder_model_inputs_held: {
+    type: 'gauge',
+    help: 'Preprocessed model inputs waiting in the main thread for their forward, each a buffer parked in a MessagePort (bounded by EPD_MAX_PENDING; 0 when idle)',
+    labels: [],
+    sglang: 'none',
+  },
   epd_encoder_pending_requests: {
     type: 'gauge',
     help: 'Encode requests admitted and not yet answered (bounded by EPD_MAX_PENDING)',

@@ -1,6 +1,6 @@
 /**
  * Whether the service at `url` holds nothing any more: no registry entries or waiters,
- * no request state, no staging bytes, no encode pending.
+ * no request state, no staging bytes, no encode pending, no model input parked.
  */
 export async function drained(url: string): Promise<boolean> {
   const registry = (await (await fetch(`${url}/admin/registry`)).json()) as {
@@ -11,12 +11,14 @@ export async function drained(url: string): Promise<boolean> {
     staging: { usedBytes: number };
     requests: unknown[];
     pending: number;
+    model_inputs_held: number;
   };
   return (
     registry.entries === 0 &&
     registry.waiters === 0 &&
     requests.staging.usedBytes === 0 &&
     requests.requests.length === 0 &&
-    requests.pending === 0
+    requests.pending === 0 &&
+    requests.model_inputs_held === 0
   );
 }

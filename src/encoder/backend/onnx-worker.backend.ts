@@ -15,7 +15,7 @@ import type {
 } from './forward.types';
 import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
-import { discard, isParcel } from '../workers/parcel';
+import { discard, handOn, isParcel } from '../workers/parcel';
 
 function modelPath(configured: string, fallback: string, key: string): string {
   const path = configured
@@ -87,11 +87,9 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       task.parts.some((p) => (isParcel(p.data) ? p.data.taken : p.rows > 0 && p.data.length === 0))
     )
       throw new Error('model input already handed to the inference thread (detached)');
-    const transferList = task.parts.map((p) => {
-      if (!isParcel(p.data)) return p.data.buffer as ArrayBuffer;
-      p.data.taken = true;
-      return p.data.port;
-    });
+    const transferList = task.parts.map((p) =>
+      isParcel(p.data) ? handOn(p.data) : (p.data.buffer as ArrayBuffer),
+    );
     let reply: ForwardReply;
     try {
       reply = await runTask<ForwardReply>(this.pool, task, { name: 'forward', transferList });

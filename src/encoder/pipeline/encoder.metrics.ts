@@ -7,6 +7,7 @@ import { ReqStateStore } from '../../requests/req-state.store';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import type { Modality } from './encode-request.schema';
 import type { StageTimings } from './encode-response';
+import { parcelsHeld } from '../workers/parcel';
 
 type TimedStage =
   'load' | 'plan' | 'preprocess_wait' | 'preprocess' | 'queue' | 'forward' | 'stage' | 'total';
@@ -80,6 +81,7 @@ export class EncoderMetrics extends OwnedMetrics {
       itemsPerBatch.observe(items);
     });
     this.gauge('epd_encoder_queue_depth', () => scheduler.stats().queued);
+    this.gauge('epd_encoder_model_inputs_held', parcelsHeld);
     this.gauge('epd_encoder_staged_bytes', () => states.stats().usedBytes);
     this.gauge('epd_encoder_staged_oldest_age_seconds', () => states.oldestStagedAgeMs() / 1000);
     this.gauge('epd_encoder_active_requests', () => states.stats().states);

@@ -3,7 +3,7 @@ import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
 import type { Modality } from '../pipeline/encode-request.schema';
 import { closePool, createPool, runTask } from '../workers/close-pool';
-import { parcelChannel } from '../workers/parcel';
+import { hold, parcelChannel } from '../workers/parcel';
 import { workerFile } from '../workers/worker-file';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 
@@ -50,7 +50,7 @@ export class Preprocessor implements OnModuleDestroy {
     } finally {
       if (!result?.ok) receive.close(); // nothing was shipped
     }
-    return result.ok ? { ...result, data: { port: receive } } : result;
+    return result.ok ? { ...result, data: hold(receive) } : result;
   }
 
   private task(modality: Modality, items: Buffer[], nMels: number): PreprocessTask {

@@ -1,6 +1,15 @@
 import { once } from 'node:events';
 import { runInNewContext } from 'node:vm';
-import { discard, isParcel, parcelChannel, ship, unpack } from './parcel';
+import {
+  discard,
+  handOn,
+  hold,
+  isParcel,
+  parcelChannel,
+  parcelsHeld,
+  ship,
+  unpack,
+} from './parcel';
 
 // Not tested here, on purpose: receiveMessageOnPort on a port after close() segfaulted
 // Node 20 (node -e, a closed MessageChannel port, then receiveMessageOnPort). unpack is
@@ -28,6 +37,21 @@ describe('parcel', () => {
     const { send, receive } = parcelChannel();
     send.close();
     expect(() => unpack({ port: receive })).toThrow(/parcel is empty/);
+  });
+
+  it('counts the parcels held until each is handed on or discarded, once', () => {
+    const a = hold(parcelChannel().receive);
+    const b = hold(parcelChannel().receive);
+    expect(parcelsHeld()).toBe(2);
+    const port = handOn(a);
+    expect(port).toBe(a.port);
+    expect(a.taken).toBe(true);
+    discard(a); // already handed on: not counted twice
+    discard(b);
+    discard(b);
+    expect(parcelsHeld()).toBe(0);
+    discard({ port: parcelChannel().receive }); // never held: the count stays
+    expect(parcelsHeld()).toBe(0);
   });
 
   it('discard closes the receiving end (its queued buffer is freed), and may be repeated', async () => {

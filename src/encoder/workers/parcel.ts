@@ -25,6 +25,39 @@ export interface Parcel {
   taken?: boolean;
 }
 
+/** The parcels this thread holds (see `hold`), and their count. */
+const holding = new WeakSet<Parcel>();
+let held = 0;
+
+/**
+ * Main thread: the parcel of a receiving port, counted as held until it is handed on
+ * (`handOn`) or discarded. The count is epd_encoder_model_inputs_held: it drains to zero
+ * when no request is between its preprocessing and its forward, and a parcel that leaked
+ * (a buffer V8 cannot see) would show there.
+ */
+export function hold(port: MessagePort): Parcel {
+  const parcel: Parcel = { port };
+  holding.add(parcel);
+  held++;
+  return parcel;
+}
+
+/** Parcels held now (epd_encoder_model_inputs_held). */
+export function parcelsHeld(): number {
+  return held;
+}
+
+function settle(parcel: Parcel): void {
+  if (holding.delete(parcel)) held--;
+}
+
+/** Main thread: the port to transfer to the inference thread; the parcel is no longer held. */
+export function handOn(parcel: Parcel): MessagePort {
+  parcel.taken = true;
+  settle(parcel);
+  return parcel.port;
+}
+
 /** A model input: the values themselves (in-process, retries) or a parcel holding them. */
 export type ModelInput = Float32Array | Parcel;
 
@@ -64,5 +97,7 @@ export function unpack(input: ModelInput): Float32Array {
 
 /** Frees a parcel that will not be unpacked (idempotent; harmless once it was handed on). */
 export function discard(input: ModelInput | undefined): void {
-  if (input && isParcel(input)) input.port.close();
+  if (!input || !isParcel(input)) return;
+  settle(input);
+  input.port.close();
 }
