@@ -43,6 +43,11 @@ const WHAT: Record<string, string> = {
   'restart-honesty.e2e-spec.ts':
     'whole-process SIGKILL and restart on the memory store (single and DP): lost embeddings named',
   'fused-retry.e2e-spec.ts': 'a fused forward that fails: each request retried alone, no wedge',
+  'model-input-parcel.e2e-spec.ts':
+    'model inputs passed around the main thread: no main-thread memory, exact values, parcels freed on every refusal',
+  'pool-after-close.e2e-spec.ts':
+    'a task after the worker pools closed for shutdown: refused 503, no thread started again',
+  'worker-load-abort.e2e-spec.ts': 'worker pools closed while their threads load, 120 times',
   'nats-creds.e2e-spec.ts':
     'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
 };
