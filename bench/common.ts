@@ -57,6 +57,31 @@ export function mainThreadSched(pid: number): { onCpuMs: number; waitingMs: numb
   return { onCpuMs: Number(run) / 1e6, waitingMs: Number(wait) / 1e6 };
 }
 
+/** Collections of one kind, and their pause time in seconds. */
+export interface GcTotals {
+  count: number;
+  seconds: number;
+}
+
+/**
+ * The main thread's garbage collections so far of the service at `url`, from its own
+ * /metrics (prom-client's nodejs_gc_duration_seconds): full (major) and young-generation
+ * (minor) ones. A kind not collected yet has no series: 0.
+ */
+export async function serviceGc(url: string): Promise<{ major: GcTotals; minor: GcTotals }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  if (!text.includes('nodejs_gc_duration_seconds'))
+    throw new Error('no nodejs_gc_duration_seconds in /metrics');
+  const read = (stat: 'count' | 'sum', kind: string) =>
+    Number(
+      new RegExp(`^nodejs_gc_duration_seconds_${stat}\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(
+        text,
+      )?.[1] ?? 0,
+    );
+  const totals = (kind: string) => ({ count: read('count', kind), seconds: read('sum', kind) });
+  return { major: totals('major'), minor: totals('minor') };
+}
+
 export const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
 
 export interface BenchReport {

@@ -40,6 +40,7 @@ import {
   machine,
   mainThreadMs,
   processOnCpuMs,
+  serviceGc,
   round,
   runBench,
   writeReport,
@@ -187,17 +188,6 @@ print(' '.join(str(x) for x in blocks))
 }
 
 /**
- * The service main thread's full collections (mark-compact) so far, from its own /metrics
- * (prom-client's nodejs_gc_duration_seconds, kind="major").
- */
-async function majorGcs(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const count = /^nodejs_gc_duration_seconds_count\{kind="major"\} (\S+)$/m.exec(text)?.[1];
-  if (count === undefined) throw new Error('no nodejs_gc_duration_seconds in /metrics');
-  return Number(count);
-}
-
-/**
  * A fresh service process spends its first encodes compiling its hot paths (V8 tiers up
  * on helper threads): measured 20 core-ms per 448² encode over the first 20, then 13-14.
  * So the service is warmed up first, and then measured in blocks, like the stages.
@@ -244,7 +234,7 @@ async function serviceCost(file: Buffer): Promise<ServiceCost> {
     for (let i = 0; i < SERVICE_WARMUP; i++) await encode();
     const blocks: number[] = [];
     const mains: number[] = [];
-    const gc0 = await majorGcs(svc.url);
+    const gc0 = (await serviceGc(svc.url)).major.count;
     for (let b = 0; b < BLOCKS; b++) {
       const c0 = processOnCpuMs(pid);
       const m0 = mainThreadMs(pid);
@@ -252,7 +242,7 @@ async function serviceCost(file: Buffer): Promise<ServiceCost> {
       blocks.push((processOnCpuMs(pid) - c0) / SERVICE_PER_BLOCK);
       mains.push((mainThreadMs(pid) - m0) / SERVICE_PER_BLOCK);
     }
-    const gcs = (await majorGcs(svc.url)) - gc0;
+    const gcs = (await serviceGc(svc.url)).major.count - gc0;
     return {
       total: median(blocks),
       main: median(mains),

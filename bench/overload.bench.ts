@@ -19,6 +19,7 @@ import {
   publishBenchEntries,
   round,
   runBench,
+  serviceGc,
   summarize,
   writeReport,
 } from './common';
@@ -180,18 +181,6 @@ interface Share {
   waiting: number;
 }
 
-/** The service main thread's GC pauses so far, seconds, from its /metrics (prom-client). */
-async function gcSeconds(url: string): Promise<{ major: number; minor: number }> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const sum = (kind: string) =>
-    Number(
-      new RegExp(`^nodejs_gc_duration_seconds_sum\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(
-        text,
-      )?.[1] ?? 0,
-    );
-  return { major: sum('major'), minor: sum('minor') };
-}
-
 async function run(nats: NatsServer, prefix: string, env: Record<string, string>) {
   const service = await startService({
     EPD_NATS_URL: nats.url,
@@ -220,9 +209,9 @@ async function run(nats: NatsServer, prefix: string, env: Record<string, string>
     const [rate, sustainedBusy] = await busy(() =>
       gen.closedLoop(QUICK ? 10_000 : 60_000, INFLIGHT),
     );
-    const gcBefore = await gcSeconds(service.url);
+    const gcBefore = await serviceGc(service.url);
     const [loaded, loadedBusy] = await busy(() => gen.openLoop(2 * rate));
-    const gcAfter = await gcSeconds(service.url);
+    const gcAfter = await serviceGc(service.url);
     const metrics = await (await fetch(`${service.url}/metrics`)).text();
     const total = (name: string) =>
       Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? 0);
@@ -234,8 +223,8 @@ async function run(nats: NatsServer, prefix: string, env: Record<string, string>
       mainThread: { sustainable: sustainedBusy, loaded: loadedBusy },
       // Its pauses for garbage collection during the 2× load (and its grace period).
       gcSeconds: {
-        major: round(gcAfter.major - gcBefore.major, 2),
-        minor: round(gcAfter.minor - gcBefore.minor, 2),
+        major: round(gcAfter.major.seconds - gcBefore.major.seconds, 2),
+        minor: round(gcAfter.minor.seconds - gcBefore.minor.seconds, 2),
       },
       stepOuts: total('epd_encoder_nats_step_outs_total'),
       outOfGroupSeconds: round(total('epd_encoder_nats_out_of_group_seconds_total'), 2),
