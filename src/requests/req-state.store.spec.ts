@@ -53,6 +53,19 @@ describe('ReqStateStore', () => {
     expect(store.stats()).toMatchObject({ usedBytes: 0, states: 0 });
   });
 
+  it('tells its listener when a deferred release is applied (the metadata goes then), and not for an immediate one', () => {
+    const applied: string[] = [];
+    store.onDeferredReleaseApplied((id) => applied.push(id));
+    const s = store.begin('a', 'image', 0, 1);
+    expect(store.release('a')).toBe('deferred');
+    expect(applied).toEqual([]);
+    store.finishEncode(s);
+    expect(applied).toEqual(['a']);
+    store.finishEncode(store.begin('b', 'image', 0, 1));
+    expect(store.release('b')).toBe('released');
+    expect(applied).toEqual(['a']);
+  });
+
   it('leaves a tombstone for a release before the encode; the encode then fails fast, once', () => {
     expect(store.release('early')).toBe('tombstoned');
     expect(store.release('early')).toBe('already-tombstoned');

@@ -60,6 +60,8 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
   private usedBytes = 0;
   /** States freed, by reason (epd_encoder_releases_total). */
   readonly releases: Record<ReleaseReason, number> = { ack: 0, explicit: 0, ttl: 0, error: 0 };
+  /** Told the req_id when a release that was deferred (behind an encode or a send) is applied. */
+  private deferredApplied?: (reqId: string) => void;
 
   constructor(
     private readonly config: AppConfig,
@@ -165,17 +167,27 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
 
   /** The encode ends; applies a release that was requested while it ran. */
   finishEncode(state: ReqState): void {
-    if (state.endEncode()) this.end(state, state.releaseReason);
+    if (state.endEncode()) this.applyDeferred(state);
   }
 
   /** ack: `dest` confirmed the delivery; applies a release that was requested while it ran. */
   ack(state: ReqState, dest: Destination, bytes: number): void {
-    if (state.ack(dest, bytes, this.clock.now())) this.end(state, state.releaseReason);
+    if (state.ack(dest, bytes, this.clock.now())) this.applyDeferred(state);
   }
 
   /** The delivery to `dest` failed; applies a release that was requested while it ran. */
   fail(state: ReqState, dest: Destination, error: string): void {
-    if (state.fail(dest, error, this.clock.now())) this.end(state, state.releaseReason);
+    if (state.fail(dest, error, this.clock.now())) this.applyDeferred(state);
+  }
+
+  /** `listener` learns each req_id whose deferred release was applied (one listener). */
+  onDeferredReleaseApplied(listener: (reqId: string) => void): void {
+    this.deferredApplied = listener;
+  }
+
+  private applyDeferred(state: ReqState): void {
+    this.end(state, state.releaseReason);
+    this.deferredApplied?.(state.reqId);
   }
 
   /**
