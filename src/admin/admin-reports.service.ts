@@ -4,6 +4,7 @@ import { EncodeAdmission } from '../encoder/pipeline/encode-admission.service';
 import { ReqStateStore } from '../requests/req-state.store';
 import { ParentLink } from '../transport/parent-link';
 import { requestsView } from './request-views';
+import { EncoderBackend } from '../encoder/backend/encoder-backend';
 
 /** A DP worker's request list, for its supervisor's GET /admin/requests. */
 @Injectable()
@@ -13,11 +14,17 @@ export class AdminReports implements OnModuleInit {
     private readonly states: ReqStateStore,
     private readonly clock: Clock,
     @Optional() private readonly admission?: EncodeAdmission,
+    @Optional() private readonly backend?: EncoderBackend,
   ) {}
 
   onModuleInit(): void {
     this.link.handle('requests', () =>
-      requestsView(this.states, this.clock, this.admission?.pendingRequests ?? 0),
+      requestsView(
+        this.states,
+        this.clock,
+        this.admission?.pendingRequests ?? 0,
+        this.backend?.stagingSlab,
+      ),
     );
   }
 }

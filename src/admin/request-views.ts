@@ -2,6 +2,7 @@ import type { Clock } from '../common/clock';
 import { destinationViews, type DestinationView } from '../delivery/delivery.service';
 import type { ReqPhase, ReqStateStore, StagingStats } from '../requests/req-state.store';
 import { parcelsHeld } from '../encoder/workers/parcel';
+import type { SlabUsage } from '../encoder/backend/staging-slab';
 
 export interface RequestView {
   req_id: string;
@@ -24,16 +25,24 @@ export interface RequestsView {
   pending: number;
   /** Preprocessed model inputs waiting here for their forward (parcels held). */
   model_inputs_held: number;
+  /** The staging slab (EPD_STAGING_SLAB_BYTES): its size, and the bytes and slots in use (0s without one). */
+  staging_slab: SlabUsage;
   requests: RequestView[];
 }
 
 /** The requests with state in this process: encoding or staged, with bytes and ages. */
-export function requestsView(states: ReqStateStore, clock: Clock, pending: number): RequestsView {
+export function requestsView(
+  states: ReqStateStore,
+  clock: Clock,
+  pending: number,
+  slab: SlabUsage = { capacityBytes: 0, usedBytes: 0, slots: 0 },
+): RequestsView {
   const now = clock.now();
   return {
     staging: states.stats(),
     pending,
     model_inputs_held: parcelsHeld(),
+    staging_slab: slab,
     requests: states.list().map((s) => ({
       req_id: s.reqId,
       modality: s.modality,

@@ -13,6 +13,7 @@ import { OwnerRouter, routeOptions } from '../routing/owner-router.service';
 import { Deadlines } from '../common/deadline';
 import { DpType } from '../transport/subjects';
 import { requestsView, type RequestsView } from './request-views';
+import { EncoderBackend } from '../encoder/backend/encoder-backend';
 
 @ApiTags('admin')
 @ApiBearerAuth()
@@ -29,6 +30,7 @@ export class RequestsAdminController {
     private readonly deadlines: Deadlines,
     @Optional() private readonly admission?: EncodeAdmission,
     @Optional() private readonly ranks?: LocalRanks,
+    @Optional() private readonly backend?: EncoderBackend,
   ) {}
 
   /**
@@ -41,7 +43,12 @@ export class RequestsAdminController {
       const answers = await this.ranks.gather<RequestsView>('requests');
       return { ranks: answers.map((a) => ({ dp_rank: a.rank, ...a.value })) };
     }
-    return requestsView(this.states, this.clock, this.admission?.pendingRequests ?? 0);
+    return requestsView(
+      this.states,
+      this.clock,
+      this.admission?.pendingRequests ?? 0,
+      this.backend?.stagingSlab,
+    );
   }
 
   /**

@@ -67,6 +67,7 @@ export const configSchema = z.object({
     maxPending: positiveInt,
     stagingMaxBytes: positiveInt,
     stagingDtype: z.enum(['float32', 'float16', 'bfloat16']),
+    stagingSlabBytes: z.coerce.number().int().min(0),
     // Encoder worker processes; above 1 this process supervises and dispatches to them.
     dpSize: positiveInt.max(64),
     dpRank: z.coerce.number().int().min(0),
@@ -166,6 +167,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_MODEL_PATH: ['encoder', 'modelPath'],
   EPD_AUDIO_MODEL_PATH: ['encoder', 'audioModelPath'],
   EPD_STAGING_DTYPE: ['encoder', 'stagingDtype'],
+  EPD_STAGING_SLAB_BYTES: ['encoder', 'stagingSlabBytes'],
   EPD_MIN_PIXELS: ['encoder', 'minPixels'],
   EPD_MAX_PIXELS: ['encoder', 'maxPixels'],
   EPD_MAX_VIDEO_FRAMES: ['encoder', 'maxVideoFrames'],

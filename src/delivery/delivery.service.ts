@@ -13,6 +13,7 @@ import {
   type Endpoint,
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
+import type { SlabSlot } from '../encoder/backend/staging-slab';
 import type { DestinationView, RegisterRequest, SendRequest, SendStatus } from './delivery.schema';
 import { ReqStateStore, type Destination, type ReqState } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
@@ -286,10 +287,14 @@ export class DeliveryService {
   ): Promise<void> {
     state.startSend(dest);
     let bytes: number;
+    let written: (() => void) | undefined;
     try {
       await this.ready(state, deadline, signal);
       const emb = state.embedding;
       if (!emb || state.releaseRequested) throw Errors.releasedDuringEncode(state.reqId);
+      // A slab slot stays held, from here, while the transport may still read it: a
+      // release or an expiry meanwhile must not hand its bytes to another request.
+      written = this.holdWhileWriting(emb.slot);
       const header: FrameHeader = {
         req_id: state.reqId,
         part_idx: state.partIdx,
@@ -313,11 +318,15 @@ export class DeliveryService {
           'epd.backend': this.config.transfer.backend,
         },
         async () => {
+          const handedOn = written;
+          written = undefined; // the transport calls it now
           try {
-            await this.transport.send(dest.endpoint, header, payload, deadline, signal);
+            await this.transport.send(dest.endpoint, header, payload, deadline, signal, handedOn);
           } catch (err) {
             this.sent('failed', sendStart);
             throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
+          } finally {
+            if (!this.transport.reportsWrites) handedOn?.();
           }
           this.sent('acked', sendStart);
         },
@@ -328,9 +337,27 @@ export class DeliveryService {
     } catch (err) {
       this.states.fail(state, dest, (err as Error).message);
       throw err;
+    } finally {
+      written?.(); // held, and never handed to the transport
     }
     this.states.ack(state, dest, bytes);
     if (state.complete) await this.lifecycle.release(state.reqId, 'ack');
+  }
+
+  /**
+   * Holds `slot` for one send: the callback the transport calls when it is done with the
+   * payload drops it (once). A transport that does not report its writes is done with it
+   * when the send settles, and the caller drops it then.
+   */
+  private holdWhileWriting(slot: SlabSlot | undefined): (() => void) | undefined {
+    if (!slot) return undefined;
+    slot.hold();
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      slot.drop();
+    };
   }
 
   private sent(outcome: 'acked' | 'failed', since: number): void {

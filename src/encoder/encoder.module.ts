@@ -49,6 +49,6 @@ import { WorkersAdminController } from './workers-admin.controller';
     { provide: EncodeGateway, useClass: LocalEncodeGateway },
     { provide: EncoderHealth, useClass: ProbeEncoderHealth },
   ],
-  exports: [EncoderHealth, EncodeAdmission],
+  exports: [EncoderHealth, EncodeAdmission, EncoderBackend],
 })
 export class EncoderModule {}

@@ -60,6 +60,12 @@ export const METRICS = spec({
     labels: [],
     sglang: 'none',
   },
+  epd_encoder_staging_slab_bytes: {
+    type: 'gauge',
+    help: 'Bytes of the staging slab (EPD_STAGING_SLAB_BYTES) in slots: staged embeddings, and sends still writing from released ones (0 when idle)',
+    labels: [],
+    sglang: 'none',
+  },
   epd_encoder_pending_requests: {
     type: 'gauge',
     help: 'Encode requests admitted and not yet answered (bounded by EPD_MAX_PENDING)',

@@ -2,6 +2,7 @@ import { Clock } from '../common/clock';
 import { loadConfig } from '../config/config.loader';
 import { ReqStateStore } from './req-state.store';
 import { stagedEmbedding } from './testing';
+import { StagingSlab } from '../encoder/backend/staging-slab';
 
 describe('ReqStateStore', () => {
   let store: ReqStateStore;
@@ -64,6 +65,17 @@ describe('ReqStateStore', () => {
     store.finishEncode(store.begin('b', 'image', 0, 1));
     expect(store.release('b')).toBe('released');
     expect(applied).toEqual(['a']);
+  });
+
+  it("gives a staged embedding's slab slot back when its request ends", () => {
+    const slab = new StagingSlab(4096);
+    const slot = slab.alloc(592)!;
+    const s = store.begin('a', 'image', 0, 1);
+    store.stage(s, { ...embedding(592), slot });
+    store.finishEncode(s);
+    expect(slab.slots).toBe(1);
+    store.release('a');
+    expect([slab.slots, slot.freed]).toEqual([0, true]);
   });
 
   it('leaves a tombstone for a release before the encode; the encode then fails fast, once', () => {

@@ -1,5 +1,6 @@
 import { Errors } from '../common/errors/error-catalogue';
 import type { StagingDtype } from '../encoder/backend/forward.types';
+import type { SlabSlot } from '../encoder/backend/staging-slab';
 import type { Modality } from '../encoder/pipeline/encode-request.schema';
 import { endpointKey, type Endpoint } from '../transfer/embedding-transport';
 
@@ -11,6 +12,8 @@ export interface StagedEmbedding {
   bytes: number;
   /** Per item: `[t, h, w]` for images and video, `[feature_len]` for audio. */
   grid: number[][];
+  /** The staging slab slot `data` views, when it is in the slab; the state holds it. */
+  slot?: SlabSlot;
 }
 
 export type DestinationStatus = 'pending' | 'sending' | 'acked' | 'failed';
@@ -253,6 +256,8 @@ export class ReqState {
     this.ended = true;
     const freed = this.held;
     this.held = 0;
+    // Back to the slab once no send still writes from it (each holds it meanwhile).
+    this.staging?.slot?.drop();
     this.staging = undefined;
     this.settleReady.reject(new Error(`Encoder request was released: ${this.reqId}`));
     return freed;

@@ -23,6 +23,16 @@ export abstract class EmbeddingTransport {
     return 0;
   }
 
+  /**
+   * True when `send` calls its `written` callback: once, when the transport no longer
+   * reads `payload`, which may be after the send settled (a frame whose receiver refused
+   * it early, or whose caller gave up, may still be on its way out). A transport without
+   * it must not read `payload` once its send has settled.
+   */
+  get reportsWrites(): boolean {
+    return false;
+  }
+
   abstract send(
     endpoint: Endpoint,
     header: FrameHeader,
@@ -30,5 +40,7 @@ export abstract class EmbeddingTransport {
     deadline: number,
     /** Aborts the send: the frame's wait for its ack ends, and its connection is freed. */
     signal?: AbortSignal,
+    /** See `reportsWrites`. */
+    written?: () => void,
   ): Promise<Ack>;
 }

@@ -42,10 +42,13 @@ class Connection {
     payload: Uint8Array,
     timeoutMs: number,
     signal?: AbortSignal,
+    written?: () => void,
   ): Promise<Ack> {
     this.lastUsed = Date.now();
-    if (this.closed)
+    if (this.closed) {
+      written?.();
       return Promise.reject(new TransferError(`connection to ${this.key} is closed`));
+    }
     return new Promise<Ack>((resolve, reject) => {
       const timer = setTimeout(() => {
         // The stream position is unknown after a timeout: drop the connection, and with it every frame in flight.
@@ -55,10 +58,15 @@ class Connection {
       signal?.addEventListener('abort', () => this.abandon(entry), { once: true });
       this.pending.push(entry);
       this.socket.cork();
-      this.socket.write(encodeHeader(header));
-      // Written straight from the staged memory: a view, not a copy.
+      // Written straight from the staged memory: a view, not a copy. Its callback runs once
+      // the socket is done with it: flushed to the kernel, or failed (a destroyed socket
+      // calls back every write it still held).
+      this.socket.write(encodeHeader(header), payload.byteLength > 0 ? undefined : written);
       if (payload.byteLength > 0)
-        this.socket.write(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength));
+        this.socket.write(
+          Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength),
+          written,
+        );
       this.socket.uncork();
     });
   }
@@ -141,17 +149,28 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     this.sweepTimer.unref();
   }
 
+  override get reportsWrites(): boolean {
+    return true;
+  }
+
   async send(
     endpoint: Endpoint,
     header: FrameHeader,
     payload: Uint8Array,
     deadline: number,
     signal?: AbortSignal,
+    written?: () => void,
   ): Promise<Ack> {
     const timeoutMs = Math.max(1, deadline - Date.now());
-    const conn = await this.connection(endpoint, timeoutMs);
-    signal?.throwIfAborted();
-    return conn.send(header, payload, Math.max(1, deadline - Date.now()), signal);
+    let conn: Connection;
+    try {
+      conn = await this.connection(endpoint, timeoutMs);
+      signal?.throwIfAborted();
+    } catch (err) {
+      written?.(); // nothing was written
+      throw err;
+    }
+    return conn.send(header, payload, Math.max(1, deadline - Date.now()), signal, written);
   }
 
   override get openConnections(): number {

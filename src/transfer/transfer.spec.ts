@@ -142,6 +142,59 @@ describe('data plane: TCP sender and reference receiver', () => {
     }
   });
 
+  it('calls `written` once per send, when the socket is done with the payload: after an ack, a refused connection, or a stalled receiver dropped at the deadline', async () => {
+    expect(sender.reportsWrites).toBe(true);
+    const rx = await ReferenceReceiver.start();
+    const stalled = createServer((s) => s.pause()); // never reads: the write cannot finish
+    await new Promise<void>((r) => stalled.listen(0, '127.0.0.1', r));
+    const counted = () => {
+      const c = { n: 0, fn: () => void c.n++ };
+      return c;
+    };
+    try {
+      const ok = counted();
+      await sender.send(
+        { host: '127.0.0.1', port: rx.port },
+        header('w', 1000),
+        new Uint8Array(16_000),
+        Date.now() + 5000,
+        undefined,
+        ok.fn,
+      );
+      expect(ok.n).toBe(1);
+      const refused = counted();
+      await expect(
+        sender.send(
+          { host: '127.0.0.1', port: 1 },
+          header('r', 1),
+          new Uint8Array(16),
+          Date.now() + 5000,
+          undefined,
+          refused.fn,
+        ),
+      ).rejects.toThrow(/could not connect/);
+      expect(refused.n).toBe(1);
+      // 64 MB into a receiver that reads nothing: still being written when the send fails.
+      const big = counted();
+      const port = (stalled.address() as { port: number }).port;
+      await expect(
+        sender.send(
+          { host: '127.0.0.1', port },
+          header('big', 4 * 1024 * 1024),
+          new Uint8Array(64 * 1024 * 1024),
+          Date.now() + 300,
+          undefined,
+          big.fn,
+        ),
+      ).rejects.toThrow(/no ack/);
+      // The connection was destroyed with the write pending: its callback still runs.
+      expect(await new Promise((r) => setTimeout(() => r(big.n), 50))).toBe(1);
+    } finally {
+      await rx.close();
+      stalled.close();
+    }
+  });
+
   it('writes .npy files numpy can read (header, shape, bytes)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'epd-npy-'));
     const rx = await ReferenceReceiver.start({ outputDir: dir });

@@ -1,4 +1,5 @@
 import type { ForwardResult, ForwardTask, ModelInfo } from './forward.types';
+import type { SlabUsage } from './staging-slab';
 
 /** The model runtime behind the scheduler (DI token). Implementations: ONNX Runtime in a worker thread. */
 export abstract class EncoderBackend {
@@ -6,4 +7,8 @@ export abstract class EncoderBackend {
   abstract info(): Promise<ModelInfo>;
   /** One forward over every part; resolves with one output per part, in order. */
   abstract forward(task: ForwardTask): Promise<ForwardResult>;
+  /** The staging slab's size and use, when staged embeddings are written into one. */
+  get stagingSlab(): SlabUsage | undefined {
+    return undefined;
+  }
 }

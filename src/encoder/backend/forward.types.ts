@@ -1,6 +1,7 @@
 import type { WireDtype } from '../../transfer/frame';
 import type { ModelKind } from '../pipeline/model-contract';
 import type { ModelInput } from '../workers/parcel';
+import type { SlabSlot } from './staging-slab';
 
 /** Embeddings are staged in the dtype they are sent in. */
 export type StagingDtype = WireDtype;
@@ -15,6 +16,11 @@ export interface ForwardPart {
   windowTokens: number[];
   /** embedding_len the preprocessor promised for this request. */
   tokens: number;
+  /**
+   * Byte offset of this request's slot in the staging slab, when it has one: the
+   * inference thread writes the staged values there instead of returning a buffer.
+   */
+  slabOffset?: number;
 }
 
 export interface ForwardTask {
@@ -27,6 +33,13 @@ export interface ForwardOutput {
   /** `tokens × dim` values of one request, in the staging dtype (float16 as raw bits). */
   data: Float32Array | Uint16Array;
   tokens: number;
+  /** Set by the inference thread: the values are in the part's slab slot (`data` is empty). */
+  inSlab?: boolean;
+  /**
+   * Main thread: the slab slot `data` views, held for whoever gets this output, who must
+   * drop it (or hand it to the request's state, which drops it when the request ends).
+   */
+  slot?: SlabSlot;
 }
 
 export interface ForwardResult {
@@ -57,4 +70,6 @@ export interface InferenceWorkerData {
   visionPath: string;
   audioPath: string;
   intraOpThreads: number;
+  /** The staging slab (EPD_STAGING_SLAB_BYTES), shared with the main thread. */
+  slab?: SharedArrayBuffer;
 }

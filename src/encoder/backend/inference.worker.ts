@@ -10,6 +10,8 @@ import { toBfloat16Array } from './half-precision';
 import { checkModelContract } from './model-contract-check';
 import { audioRows, melBins, modelInputs } from './model-inputs';
 import type {
+  ForwardOutput,
+  ForwardPart,
   ForwardReply,
   ForwardResult,
   ForwardTask,
@@ -139,13 +141,30 @@ async function visionOutputs(task: ForwardTask, dims: readonly number[], values:
   if (dims.length !== 2 || rows !== expected) throw Errors.tokenMismatch(rows, expected);
   const staged = await stage(task.dtype, values);
   const whole = staged.byteOffset === 0 && staged.byteLength === staged.buffer.byteLength;
-  if (task.parts.length === 1 && whole) return [{ data: staged, tokens: task.parts[0]!.tokens }];
+  const lone = task.parts[0]!;
+  if (task.parts.length === 1 && whole && lone.slabOffset === undefined)
+    return [{ data: staged, tokens: lone.tokens }];
   let offset = 0;
   return task.parts.map((p) => {
-    const data = staged.slice(offset * dim, (offset + p.tokens) * dim);
+    const rows = staged.subarray(offset * dim, (offset + p.tokens) * dim);
     offset += p.tokens;
-    return { data, tokens: p.tokens };
+    return output(p, rows);
   });
+}
+
+/**
+ * A part's output: written into its slab slot when it has one (the reply then carries no
+ * buffer), else a copy of its own, so that each staged embedding owns its memory.
+ */
+function output(part: ForwardPart, rows: Float32Array | Uint16Array): ForwardOutput {
+  if (part.slabOffset === undefined || !data.slab)
+    return { data: rows.slice(), tokens: part.tokens };
+  if (rows instanceof Float32Array) {
+    new Float32Array(data.slab, part.slabOffset, rows.length).set(rows);
+    return { data: new Float32Array(0), tokens: part.tokens, inSlab: true };
+  }
+  new Uint16Array(data.slab, part.slabOffset, rows.length).set(rows);
+  return { data: new Uint16Array(0), tokens: part.tokens, inSlab: true };
 }
 
 /**
@@ -161,7 +180,10 @@ async function audioOutputs(task: ForwardTask, dims: readonly number[], values: 
   for (const p of task.parts) {
     const rows = audioRows(values, dims, p.windowTokens, first);
     first += p.windowTokens.length;
-    outputs.push({ data: await stage(task.dtype, rows), tokens: p.tokens });
+    const staged = await stage(task.dtype, rows);
+    outputs.push(
+      p.slabOffset === undefined ? { data: staged, tokens: p.tokens } : output(p, staged),
+    );
   }
   return outputs;
 }
@@ -222,7 +244,7 @@ export async function forward(task: ForwardTask): Promise<ForwardReply> {
   }
   return moveOut(
     { ok: true, ...result },
-    result.outputs.map((o) => o.data.buffer),
+    result.outputs.filter((o) => !o.inSlab).map((o) => o.data.buffer),
   );
 }
 

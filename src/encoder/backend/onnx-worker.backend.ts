@@ -16,6 +16,8 @@ import type {
 import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
 import { discard, handOn, isParcel } from '../workers/parcel';
+import { DTYPE_BYTES } from '../../transfer/frame';
+import { type SlabSlot, StagingSlab } from './staging-slab';
 
 function modelPath(configured: string, fallback: string, key: string): string {
   const path = configured
@@ -42,6 +44,8 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
   private readonly logger = new Logger('OnnxBackend');
   private readonly pool: Piscina;
   private infoPromise?: Promise<ModelInfo>;
+  /** Where staged embeddings are written (EPD_STAGING_SLAB_BYTES); see `slabFor`. */
+  readonly slab?: StagingSlab;
 
   constructor(private readonly config: AppConfig) {
     super();
@@ -59,6 +63,8 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       ),
       intraOpThreads: config.encoder.intraOpThreads,
     };
+    this.slab = slabFor(config);
+    if (this.slab) workerData.slab = this.slab.buffer;
     this.pool = createPool({
       filename: workerFile(__dirname, 'inference.worker'),
       minThreads: 1,
@@ -70,6 +76,10 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       atomics: 'async',
       workerData,
     });
+  }
+
+  override get stagingSlab() {
+    return this.slab?.usage;
   }
 
   info(): Promise<ModelInfo> {
@@ -87,19 +97,33 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       task.parts.some((p) => (isParcel(p.data) ? p.data.taken : p.rows > 0 && p.data.length === 0))
     )
       throw new Error('model input already handed to the inference thread (detached)');
-    const transferList = task.parts.map((p) =>
-      isParcel(p.data) ? handOn(p.data) : (p.data.buffer as ArrayBuffer),
-    );
+    let slots: (SlabSlot | undefined)[] = [];
     let reply: ForwardReply;
     try {
+      slots = await this.slots(task);
+      const transferList = task.parts.map((p) =>
+        isParcel(p.data) ? handOn(p.data) : (p.data.buffer as ArrayBuffer),
+      );
       reply = await runTask<ForwardReply>(this.pool, task, { name: 'forward', transferList });
     } catch (err) {
       // Not sent (the pool refused the task) or lost with its thread: a parcel still
       // here is freed now (closing one already moved is harmless).
       for (const p of task.parts) discard(p.data);
+      for (const s of slots) s?.drop();
       throw err;
     }
-    if (reply.ok) return reply;
+    task.parts.forEach((p) => delete p.slabOffset);
+    if (reply.ok) {
+      reply.outputs.forEach((o, i) => {
+        const slot = slots[i];
+        if (o.inSlab && slot) {
+          o.data = slot.view(task.dtype);
+          o.slot = slot;
+        } else slot?.drop();
+      });
+      return reply;
+    }
+    for (const s of slots) s?.drop();
     // A fused forward failed: the parts get their inputs back for the retry one by one.
     task.parts.forEach((p, i) => (p.data = reply.inputs[i]!));
     throw Object.assign(
@@ -108,7 +132,36 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
     );
   }
 
+  /**
+   * A slab slot for each part's output, where one is free (each part without one gets an
+   * ordinary buffer back); its offset goes to the inference thread with the task.
+   */
+  private async slots(task: ForwardTask): Promise<(SlabSlot | undefined)[]> {
+    if (!this.slab) return [];
+    const info = await this.info();
+    const dim = task.kind === 'vision' ? info.visionDim : info.audioDim;
+    return task.parts.map((p) => {
+      const slot = this.slab!.alloc(p.tokens * dim * DTYPE_BYTES[task.dtype]);
+      if (slot) p.slabOffset = slot.offset;
+      return slot;
+    });
+  }
+
   async onModuleDestroy(): Promise<void> {
     await closePool(this.pool, this.config.shutdown.graceMs);
+    this.slab?.close();
   }
+}
+
+/**
+ * The staging slab, unless EPD_STAGING_SLAB_BYTES is 0 or an embedding may outlive its
+ * request's state: with the embedding cache on (a cached entry shares the staged values),
+ * or the ZMQ data plane (zeromq.js may still read a payload after its send resolved). Those
+ * stage ordinary buffers, as every embedding the slab has no room for does.
+ */
+function slabFor(config: AppConfig): StagingSlab | undefined {
+  const bytes = config.encoder.stagingSlabBytes;
+  if (bytes <= 0 || config.cache.maxBytes > 0 || config.transfer.backend === 'zmq')
+    return undefined;
+  return new StagingSlab(bytes);
 }

@@ -159,6 +159,7 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
       cancelled,
     });
     if (result.dim !== size.dim || result.output.tokens !== size.tokens) {
+      result.output.slot?.drop();
       throw Errors.tokenMismatch(result.output.tokens, size.tokens, req.req_id);
     }
     return result;

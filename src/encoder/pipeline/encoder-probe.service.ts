@@ -80,6 +80,7 @@ export class EncoderProbe {
       deadline,
       priority: true,
     });
+    result.output.slot?.drop(); // nothing is staged: its slab slot (if any) goes back now
     if (result.output.tokens !== pre.tokens)
       throw Errors.tokenMismatch(result.output.tokens, pre.tokens);
   }

@@ -8,6 +8,7 @@ import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import type { Modality } from './encode-request.schema';
 import type { StageTimings } from './encode-response';
 import { parcelsHeld } from '../workers/parcel';
+import { EncoderBackend } from '../backend/encoder-backend';
 
 type TimedStage =
   'load' | 'plan' | 'preprocess_wait' | 'preprocess' | 'queue' | 'forward' | 'stage' | 'total';
@@ -66,7 +67,7 @@ export class EncoderMetrics extends OwnedMetrics {
   private readonly itemsPerRequest: Histogram;
   private readonly tokensPerRequest: Histogram;
 
-  constructor(scheduler: EncodeScheduler, states: ReqStateStore) {
+  constructor(scheduler: EncodeScheduler, states: ReqStateStore, backend: EncoderBackend) {
     super();
     this.receivedTotal = this.counter('epd_encoder_requests_received_total');
     this.requestsTotal = this.counter('epd_encoder_requests_total');
@@ -82,6 +83,7 @@ export class EncoderMetrics extends OwnedMetrics {
     });
     this.gauge('epd_encoder_queue_depth', () => scheduler.stats().queued);
     this.gauge('epd_encoder_model_inputs_held', parcelsHeld);
+    this.gauge('epd_encoder_staging_slab_bytes', () => backend.stagingSlab?.usedBytes ?? 0);
     this.gauge('epd_encoder_staged_bytes', () => states.stats().usedBytes);
     this.gauge('epd_encoder_staged_oldest_age_seconds', () => states.oldestStagedAgeMs() / 1000);
     this.gauge('epd_encoder_active_requests', () => states.stats().states);

@@ -173,7 +173,7 @@ describe('EncoderService', () => {
     backend,
     preprocessor,
     { afterStage },
-    (sc, st) => new EncoderMetrics(sc, st),
+    (sc, st) => new EncoderMetrics(sc, st, backend),
   );
 
   afterEach(() => afterStage.mockReset().mockResolvedValue(undefined));

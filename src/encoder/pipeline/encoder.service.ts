@@ -17,6 +17,7 @@ import { EncodeCache } from '../../cache/encode-cache.service';
 import type { CacheEntry, Flight } from '../../cache/embedding-cache';
 import { inSpan, SpanKind } from '../../tracing/tracing';
 import { discard } from '../workers/parcel';
+import type { SlabSlot } from '../backend/staging-slab';
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
@@ -52,6 +53,8 @@ interface Unit {
 /** Every unit's rows, in item order, and what producing them cost. */
 interface Encoded {
   data: Float32Array | Uint16Array;
+  /** The slab slot `data` views, if it is one; held for the request until it is staged. */
+  slot?: SlabSlot;
   tokens: number;
   dim: number;
   grid: number[][];
@@ -247,10 +250,16 @@ export class EncoderService {
     }
 
     const stageStart = this.clock.elapsed();
-    const { data, tokens, dim, grid } = encoded;
+    const { data, slot, tokens, dim, grid } = encoded;
     const bytes = data.byteLength;
     await inSpan('stage', { 'epd.bytes': bytes }, async () => {
-      this.states.stage(state, { data, tokens, dim, dtype: this.stages.stagingDtype, bytes, grid });
+      const embedding = { data, slot, tokens, dim, dtype: this.stages.stagingDtype, bytes, grid };
+      try {
+        this.states.stage(state, embedding);
+      } catch (err) {
+        slot?.drop(); // not the state's to free
+        throw err;
+      }
       await this.registry.publish(
         reqId,
         { embedding_size: bytes, embedding_len: tokens, embedding_dim: dim },
@@ -451,17 +460,31 @@ export class EncoderService {
       // then its buffer is freed here, not whenever a collection finds the port.
       discard(pre?.data);
     }
-    if (pre && result) {
-      // Landed before the release check: requests that joined this one get its rows even
-      // when this one was released meanwhile.
-      this.landMine(req, mine, result.output.data, dim, itemGrids(pre));
-      this.checkReleased(state);
+    // The forward's slab slot (if any) is this request's until staged: freed on any way out.
+    let slot = result?.output.slot;
+    let data: Float32Array | Uint16Array;
+    let entries: CacheEntry[];
+    try {
+      if (pre && result) {
+        // Landed before the release check: requests that joined this one get its rows even
+        // when this one was released meanwhile.
+        this.landMine(req, mine, result.output.data, dim, itemGrids(pre));
+        this.checkReleased(state);
+      }
+      for (const u of units) if (u.join) u.entry = await joined(u.join.done);
+      entries = units.map((u) => u.entry!);
+      data = entries.length === 1 ? entries[0]!.data : concat(entries.map((e) => e.data));
+    } catch (err) {
+      slot?.drop();
+      throw err;
     }
-    for (const u of units) if (u.join) u.entry = await joined(u.join.done);
-
-    const entries = units.map((u) => u.entry!);
+    if (slot && data !== result?.output.data) {
+      slot.drop(); // staged from a copy
+      slot = undefined;
+    }
     return {
-      data: entries.length === 1 ? entries[0]!.data : concat(entries.map((e) => e.data)),
+      data,
+      slot,
       tokens,
       dim,
       grid: entries.flatMap((e) => e.grid),
