@@ -153,7 +153,14 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
   sender.onModuleDestroy();
   await float16.release();
   await receiver.close();
-  return { rows, tokens: (grid.h * grid.w) / 4, size: `${w}x${h}`, data, grid };
+  // What the service does with the same file: decode, resize, patchify, forward.
+  const chain = async () => {
+    await decode();
+    await resize();
+    pix();
+    return forward();
+  };
+  return { rows, tokens: (grid.h * grid.w) / 4, size: `${w}x${h}`, data, grid, chain, forward };
 }
 
 /** The float16 conversion of a 999x1024 embedding, per block, core-ms (float16-cost.ts). */
@@ -195,19 +202,13 @@ print(' '.join(str(x) for x in blocks))
 const SERVICE_WARMUP = QUICK ? 25 : 50;
 const SERVICE_PER_BLOCK = QUICK ? 6 : 12;
 
-interface ServiceCost {
-  /** Process CPU per encode (every thread), median over blocks. */
-  total: number;
-  /** Of which the main thread (NATS, JSON, the data-URI decode, the pipeline, GC steps). */
-  main: number;
-  /** The main thread's full collections per 100 encodes, over every block. */
-  majorGcsPer100: number;
-  blocks: number[];
-}
-
-async function serviceCost(file: Buffer): Promise<ServiceCost> {
+/**
+ * A service process encoding `file` over NATS, one encode at a time, each measured: the
+ * process's CPU (every thread, schedstat, ns) and its main thread's.
+ */
+async function measuredService(file: Buffer, env: Record<string, string> = {}) {
   const nats = await NatsServer.start();
-  const svc = await startService({ EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: 'cost' });
+  const svc = await startService({ EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: 'cost', ...env });
   const pid = svc.proc.pid!;
   const nc = await connect({ servers: nats.url });
   const item = `data:image/jpeg;base64,${file.toString('base64')}`;
@@ -230,30 +231,73 @@ async function serviceCost(file: Buffer): Promise<ServiceCost> {
     if (!reply.response) throw new Error(JSON.stringify(reply.err));
     nc.publish('cost.v1.release', JSON.stringify({ req_id: reqId }));
   };
-  try {
-    for (let i = 0; i < SERVICE_WARMUP; i++) await encode();
-    const blocks: number[] = [];
-    const mains: number[] = [];
-    const gc0 = (await serviceGc(svc.url)).major.count;
-    for (let b = 0; b < BLOCKS; b++) {
+  for (let i = 0; i < SERVICE_WARMUP; i++) await encode();
+  const gc0 = (await serviceGc(svc.url)).major.count;
+  let measured = 0;
+  return {
+    /** One encode: [process core-ms, main thread core-ms]. */
+    async encode(): Promise<[number, number]> {
       const c0 = processOnCpuMs(pid);
       const m0 = mainThreadMs(pid);
-      for (let i = 0; i < SERVICE_PER_BLOCK; i++) await encode();
-      blocks.push((processOnCpuMs(pid) - c0) / SERVICE_PER_BLOCK);
-      mains.push((mainThreadMs(pid) - m0) / SERVICE_PER_BLOCK);
+      await encode();
+      measured++;
+      return [processOnCpuMs(pid) - c0, mainThreadMs(pid) - m0];
+    },
+    /** Stops it; returns its main thread's full collections per 100 measured encodes. */
+    async stop(): Promise<number> {
+      try {
+        const gcs = (await serviceGc(svc.url)).major.count - gc0;
+        return (100 * gcs) / Math.max(1, measured);
+      } finally {
+        await nc.drain();
+        await svc.stop();
+        await nats.dispose();
+      }
+    },
+  };
+}
+
+interface Round {
+  /** Per encode, over the round: the bare chain, its forward, and each service. */
+  bare: number;
+  forward: number;
+  total: Record<string, number>;
+  main: Record<string, number>;
+}
+
+/**
+ * The service against the bare stages, alternated one encode at a time (the bare chain,
+ * then an encode by each service, again and again) so that both see the same machine:
+ * on this shared 2-core machine its speed drifts by 2× within minutes, and even blocks a
+ * few seconds apart measured that drift (overheads of −2 to +13 ms per 1024×768 image
+ * between two runs). Each round gives one figure per service.
+ */
+async function pairedRounds(
+  chain: () => Promise<unknown>,
+  forward: () => Promise<unknown>,
+  services: Record<string, Awaited<ReturnType<typeof measuredService>>>,
+): Promise<Round[]> {
+  const rounds: Round[] = [];
+  for (let b = 0; b < BLOCKS; b++) {
+    const r: Round = { bare: 0, forward: 0, total: {}, main: {} };
+    for (let k = 0; k < SERVICE_PER_BLOCK; k++) {
+      r.bare += await coreMs(chain);
+      r.forward += await coreMs(forward);
+      for (const [name, svc] of Object.entries(services)) {
+        const [total, main] = await svc.encode();
+        r.total[name] = (r.total[name] ?? 0) + total;
+        r.main[name] = (r.main[name] ?? 0) + main;
+      }
     }
-    const gcs = (await serviceGc(svc.url)).major.count - gc0;
-    return {
-      total: median(blocks),
-      main: median(mains),
-      majorGcsPer100: (100 * gcs) / (BLOCKS * SERVICE_PER_BLOCK),
-      blocks,
-    };
-  } finally {
-    await nc.drain();
-    await svc.stop();
-    await nats.dispose();
+    r.bare /= SERVICE_PER_BLOCK;
+    r.forward /= SERVICE_PER_BLOCK;
+    for (const name of Object.keys(services)) {
+      r.total[name]! /= SERVICE_PER_BLOCK;
+      r.main[name]! /= SERVICE_PER_BLOCK;
+    }
+    rounds.push(r);
   }
+  return rounds;
 }
 
 async function batchRatio(session: InferenceSession, data: Float32Array, grid: number[]) {
@@ -291,7 +335,8 @@ async function main() {
   const rows: StageRow[] = [];
   const summary: Record<string, Record<string, number>> = {};
   let batch = { separate: 0, fused: 0 };
-  const serviceBlocks: Record<string, number[]> = {};
+  const serviceRows: string[][] = [];
+  const pairedBlocks: Record<string, Round[]> = {};
   for (const [name, file] of Object.entries(images)) {
     const path = join(dir, `${name}.jpg`);
     writeFileSync(path, file);
@@ -301,20 +346,69 @@ async function main() {
     const python = pythonReference(path);
     rows.push({ image: name, stage: 'reference: transformers processor (Python)', blocks: python });
     const preprocessing = m('decode') + m('resize') + m('patchify');
-    const service = await serviceCost(file);
-    serviceBlocks[name] = service.blocks;
+    // The service as configured, and without the staging slab, in the same rounds.
+    const services = {
+      slab: await measuredService(file),
+      noSlab: await measuredService(file, { EPD_STAGING_SLAB_BYTES: '0' }),
+    };
+    let rounds: Round[];
+    const gcs: Record<string, number> = {};
+    try {
+      rounds = await pairedRounds(r.chain, r.forward, services);
+    } finally {
+      for (const [k, svc] of Object.entries(services)) gcs[k] = await svc.stop();
+    }
+    pairedBlocks[name] = rounds;
+    const figures = (svc: string) => ({
+      total: median(rounds.map((x) => x.total[svc]!)),
+      main: median(rounds.map((x) => x.main[svc]!)),
+      overhead: median(rounds.map((x) => x.total[svc]! - x.bare)),
+      share: median(rounds.map((x) => (x.total[svc]! - x.bare) / x.forward)),
+    });
+    const on = figures('slab');
+    const off = figures('noSlab');
     summary[name] = {
       tokens: r.tokens,
       preprocessing: round(preprocessing, 2),
       reference: round(median(python), 2),
       forward: round(m('forward'), 2),
-      service: round(service.total, 2),
-      serviceMain: round(service.main, 2),
-      majorGcsPer100: round(service.majorGcsPer100, 1),
-      overhead: round(service.total - preprocessing - m('forward'), 2),
+      pairedBare: round(median(rounds.map((x) => x.bare)), 2),
+      pairedForward: round(median(rounds.map((x) => x.forward)), 2),
+      service: round(on.total, 2),
+      serviceMain: round(on.main, 2),
+      majorGcsPer100: round(gcs.slab!, 1),
+      overhead: round(on.overhead, 2),
+      overheadShare: round(100 * on.share, 1),
+      noSlabService: round(off.total, 2),
+      noSlabMain: round(off.main, 2),
+      noSlabMajorGcsPer100: round(gcs.noSlab!, 1),
+      noSlabOverhead: round(off.overhead, 2),
+      noSlabOverheadShare: round(100 * off.share, 1),
       float16: round(m('float16'), 3),
       bfloat16: round(m('bfloat16'), 3),
     };
+    const s = summary[name];
+    const overheads = (svc: string) => spread(rounds.map((x) => x.total[svc]! - x.bare));
+    serviceRows.push(
+      [
+        name,
+        `paired with the service: the bare chain (decode, resize, patchify, forward; forward alone ${s.pairedForward})`,
+        String(s.pairedBare),
+        spread(rounds.map((x) => x.bare)),
+      ],
+      [
+        name,
+        `service process per encode (tokens ${s.tokens}; overhead beyond the bare chain: ${s.overhead} ms (rounds ${overheads('slab')}), ${s.overheadShare}% of the forward; main thread ${s.serviceMain} ms, with ${s.majorGcsPer100} full collections per 100 encodes)`,
+        String(s.service),
+        spread(rounds.map((x) => x.total.slab!)),
+      ],
+      [
+        name,
+        `the same without the staging slab (EPD_STAGING_SLAB_BYTES=0; overhead ${s.noSlabOverhead} ms (rounds ${overheads('noSlab')}), ${s.noSlabOverheadShare}%; main thread ${s.noSlabMain} ms, with ${s.noSlabMajorGcsPer100} full collections per 100 encodes)`,
+        String(s.noSlabService),
+        spread(rounds.map((x) => x.total.noSlab!)),
+      ],
+    );
     if (name === '448x448')
       batch = await batchRatio(session, r.data, [r.grid.t, r.grid.h, r.grid.w]);
   }
@@ -330,7 +424,7 @@ async function main() {
     machine: machine(),
     baseline:
       "transformers' Qwen2VLImageProcessor in Python (Pillow + numpy, one thread), the bare ORT forward, and 8 separate forwards, all in the same run",
-    results: { summary, batch, float16_999x1024: median(f16) },
+    results: { summary, paired: pairedBlocks, batch, float16_999x1024: median(f16) },
     targets: [
       ...Object.keys(summary).map((name) => ({
         metric: `${name}: preprocessing / Python reference`,
@@ -339,10 +433,10 @@ async function main() {
         pass: t(name).preprocessing! / t(name).reference! <= 0.5,
       })),
       ...Object.keys(summary).map((name) => ({
-        metric: `${name}: service overhead / forward`,
+        metric: `${name}: service overhead / forward (median over rounds of encodes alternated with the bare chain)`,
         target: '≤ 10%',
-        value: round((100 * t(name).overhead!) / t(name).forward!, 1),
-        pass: t(name).overhead! / t(name).forward! <= 0.1,
+        value: t(name).overheadShare!,
+        pass: t(name).overheadShare! <= 10,
       })),
       {
         metric: 'float16 conversion of 999x1024 (core-ms, ORT Cast, in a process of its own)',
@@ -360,19 +454,15 @@ async function main() {
     table: [
       ['image', 'stage', 'core-ms (median)', 'spread over blocks'],
       ...rows.map((r) => [r.image, r.stage, String(round(median(r.blocks), 2)), spread(r.blocks)]),
-      ...Object.entries(summary).map(([name, s]) => [
-        name,
-        `service process per encode (tokens ${s.tokens}; overhead beyond preprocessing + forward: ${s.overhead} ms; main thread ${s.serviceMain} ms, with ${s.majorGcsPer100} full collections per 100 encodes)`,
-        String(s.service),
-        spread(serviceBlocks[name]!),
-      ]),
+      ...serviceRows,
     ],
     notes: [
       `${BLOCKS} interleaved blocks of ${PER_BLOCK} runs per stage; core-ms is process CPU (user + system, every thread) per image.`,
       'The 999x1024 float16 figure is measured in a child process of its own (float16-cost.ts), as the service converts in its inference thread, whose heap is small: inside this process each conversion also paid for collections of this large heap (the stage rows above include that).',
       'No accelerator here: the fused-batch goal that applies is "no worse than separate forwards" (≥ 0.95×); the ≥ 1.5× batching goal applies on a GPU.',
       'The service figure includes what the bare stages do not: NATS, JSON, the data-URI decode, the staging copy and the bookkeeping, and the V8 helper threads (garbage collection, compilation).',
-      `The service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} blocks of ${SERVICE_PER_BLOCK} (CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
+      `Each service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} rounds of ${SERVICE_PER_BLOCK} encodes, alternated one at a time with the bare chain and the bare forward in this process (the service's CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). The overhead is the service's CPU per encode minus the bare chain's, per round, and its share is of that round's forward: this machine's speed drifts by 2× within minutes, and figures taken even seconds apart measured the drift (−2 to +13 ms per 1024×768 image between two runs when the service ran in blocks after the stages). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
+      'The staging slab (EPD_STAGING_SLAB_BYTES) keeps staged embeddings out of the main isolate: the inference thread writes them into one shared buffer, which V8 does not count as external memory of the main thread, so they no longer drive its collections. The second service row is the same service without it, measured in the same rounds.',
     ],
   });
 }
