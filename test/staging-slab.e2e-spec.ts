@@ -64,8 +64,7 @@ describe('staging slab: a slot outlives its request while a write still reads it
   let rx: ReferenceReceiver;
   const frames: { reqId: string; sha: string }[] = [];
 
-  const call = (dp: string, data: unknown) =>
-    natsCall(nc, t, dp, data, { timeout: 120_000 });
+  const call = (dp: string, data: unknown) => natsCall(nc, t, dp, data, { timeout: 120_000 });
   /** Over HTTP: four photos are more than NATS's max_payload. */
   const encode = async (reqId: string, items: string[]): Promise<Reply> => {
     const res = await request(t.httpUrl)
