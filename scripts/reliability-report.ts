@@ -43,6 +43,8 @@ const WHAT: Record<string, string> = {
   'restart-honesty.e2e-spec.ts':
     'whole-process SIGKILL and restart on the memory store (single and DP): lost embeddings named',
   'fused-retry.e2e-spec.ts': 'a fused forward that fails: each request retried alone, no wedge',
+  'staging-slab.e2e-spec.ts':
+    'staged embeddings in the staging slab: a slot outlives its released request while a socket still writes from it (the receiver gets its own values), and every slot comes back',
   'model-input-parcel.e2e-spec.ts':
     'model inputs passed around the main thread: no main-thread memory, exact values, parcels freed on every refusal',
   'pool-after-close.e2e-spec.ts':
