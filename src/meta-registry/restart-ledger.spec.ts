@@ -53,6 +53,30 @@ describe('RestartLedger', () => {
     expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ entries: [] });
   });
 
+  it('writes off the event loop, and a stop during such a write leaves its own contents, not the older ones', async () => {
+    const path = join(dir, 'racing.json');
+    let caught = false;
+    for (let attempt = 0; attempt < 20 && !caught; attempt++) {
+      const ledger = new RestartLedger(path, 'boot-4', 1);
+      let held: [string, number][] = [['old', 99]];
+      ledger.start(
+        () => held,
+        () => undefined,
+      );
+      ledger.changed();
+      // Wait for the timer to start a write, then stop while it is in flight.
+      for (let i = 0; i < 200 && !caught; i++) {
+        await new Promise((r) => setImmediate(r));
+        caught = (ledger as unknown as { writing?: Promise<void> }).writing !== undefined;
+      }
+      held = [];
+      ledger.stop([['final', 99]]);
+      await ledger.idle();
+      expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ entries: [['final', 99]] });
+    }
+    expect(caught).toBe(true);
+  });
+
   it('is off, or named after the prefix and HTTP port under the state dir', () => {
     expect(RestartLedger.pathFor('off', 'epd', 8080)).toBeUndefined();
     expect(RestartLedger.pathFor('/x/l.json', 'epd', 8080)).toBe('/x/l.json');
