@@ -73,9 +73,9 @@ describe('ReqStateStore', () => {
     const s = store.begin('a', 'image', 0, 1);
     store.stage(s, { ...embedding(592), slot });
     store.finishEncode(s);
-    expect(slab.slots).toBe(1);
+    expect(slab.usage.slots).toBe(1);
     store.release('a');
-    expect([slab.slots, slot.freed]).toEqual([0, true]);
+    expect([slab.usage.slots, slot.freed]).toEqual([0, true]);
   });
 
   it('leaves a tombstone for a release before the encode; the encode then fails fast, once', () => {

@@ -15,7 +15,7 @@ describe('StagingSlab', () => {
     const a = s.alloc(100)!;
     const b = s.alloc(64)!;
     expect([a.offset, b.offset]).toEqual([0, 128]);
-    expect(s.used).toBe(192);
+    expect(s.usage.usedBytes).toBe(192);
     expect(s.alloc(1024 - 192 + 1)).toBeUndefined(); // larger than what is left
     a.drop();
     expect(s.alloc(128)!.offset).toBe(0); // the freed range first
@@ -27,7 +27,7 @@ describe('StagingSlab', () => {
     expect(s.alloc(1)).toBeUndefined();
     for (const i of [0, 2, 4, 1, 3]) slots[i]!.drop();
     expect(s.freeRanges).toEqual([{ offset: 0, size: 640 }]);
-    expect([s.used, s.slots]).toEqual([0, 0]);
+    expect(s.usage).toMatchObject({ usedBytes: 0, slots: 0 });
   });
 
   it('frees a slot only when its last holder drops it, and refuses use after that', () => {
@@ -35,10 +35,10 @@ describe('StagingSlab', () => {
     const slot = s.alloc(64)!;
     slot.hold(); // a send writing from it
     slot.drop(); // the request released meanwhile
-    expect(s.slots).toBe(1);
+    expect(s.usage.slots).toBe(1);
     expect(s.alloc(256)).toBeUndefined(); // its bytes are not handed out again
     slot.drop(); // the write is done
-    expect([s.slots, slot.freed]).toEqual([0, true]);
+    expect([s.usage.slots, slot.freed]).toEqual([0, true]);
     expect(() => slot.hold()).toThrow(/after it was freed/);
     expect(() => slot.drop()).toThrow(/more often than held/);
   });
@@ -93,7 +93,7 @@ describe('StagingSlab', () => {
               if (i > 0) expect(start).toBeGreaterThanOrEqual(spans[i - 1]![1]);
             });
             const free = s.freeRanges.reduce((n, r) => n + r.size, 0);
-            expect(free + s.used).toBe(s.capacity);
+            expect(free + s.usage.usedBytes).toBe(s.capacity);
           }
           live.splice(0).forEach((l) => l.drop());
           expect(s.freeRanges).toEqual([{ offset: 0, size: s.capacity }]);

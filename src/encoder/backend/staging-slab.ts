@@ -85,17 +85,9 @@ export class StagingSlab {
     this.free_ = [{ offset: 0, size: this.capacity }];
   }
 
+  /** Its size, the bytes in slots now (each rounded up to the alignment), and the slots. */
   get usage(): SlabUsage {
     return { capacityBytes: this.capacity, usedBytes: this.usedBytes, slots: this.slotCount };
-  }
-
-  /** Bytes in slots now (each rounded up to the alignment). */
-  get used(): number {
-    return this.usedBytes;
-  }
-
-  get slots(): number {
-    return this.slotCount;
   }
 
   /** A slot of `bytes`, held by the caller; undefined when no free range fits it. */
