@@ -40,4 +40,5 @@ USER node
 EXPOSE 30000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.EPD_HTTP_PORT||30000}/health/live`).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-CMD ["node", "dist/main.js"]
+# The V8 flags of src/common/node-flags.ts (SERVICE_NODE_FLAGS): see there for why.
+CMD ["node", "--max-semi-space-size=64", "dist/main.js"]

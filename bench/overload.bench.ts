@@ -4,9 +4,10 @@
  * measured in this same run with a closed loop at 256 in flight. Every call has a 1 s
  * deadline (`timeout_ms` and the client's own timeout). Reported: calls answered ok,
  * answered 503 `overloaded`, never answered (client timeout), the ok rate against the
- * sustainable rate, and the latency of the answered. Run twice: the service as
- * configured (shedding on), and with EPD_OVERLOAD_QUEUE_MS=0 (shedding off), the
- * behaviour before shedding existed.
+ * sustainable rate, and the latency of the answered. Run four times: the service as
+ * configured (shedding and stepping out), shedding without stepping out, shedding off
+ * (EPD_OVERLOAD_QUEUE_MS=0: the behaviour before shedding existed), and the default
+ * launched without SERVICE_NODE_FLAGS.
  */
 import { setPriority } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -24,6 +25,7 @@ import {
   writeReport,
 } from './common';
 import { setProcessPriority, startService } from './service-process';
+import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 
 const ENTRIES = 1000;
 const INFLIGHT = 256;
@@ -47,9 +49,12 @@ const body = (i: number) => BODIES[i % ENTRIES]!;
  */
 class Generator {
   private readonly inbox = `_GEN.${Math.random().toString(36).slice(2)}`;
-  private readonly sentAt: number[] = [];
-  private readonly answeredAt: number[] = [];
-  private readonly kind: number[] = []; // 1 ok, 2 overloaded, 3 other error, 4 no responders
+  // Typed columns, not arrays of numbers: millions of calls are recorded, and the
+  // generator's own garbage collection delayed its loop.
+  private readonly sentAt = new Column(Float64Array);
+  private readonly answeredAt = new Column(Float64Array);
+  private readonly kind = new Column(Uint8Array); // 1 ok, 2 overloaded, 3 other error, 4 no responders
+  private sent = 0;
   private onReply?: () => void;
 
   constructor(
@@ -59,7 +64,7 @@ class Generator {
     nc.subscribe(`${this.inbox}.*`, {
       callback: (_err, msg) => {
         const i = Number(msg.subject.slice(this.inbox.length + 1));
-        this.answeredAt[i] = performance.now();
+        this.answeredAt.set(i, performance.now());
         // The NATS server's own 503 (no subscriber took the call): the service is out of
         // the queue group while it sheds (EPD_OVERLOAD_STEP_OUT). Its payload is empty,
         // the service's never is. Parsing its headers cost the generator enough to fall
@@ -68,12 +73,14 @@ class Generator {
         if (msg.data.length === 0) {
           if (i % 1024 === 0 && msg.headers?.code !== 503)
             throw new Error(`an empty reply that is not NATS's 503: ${msg.headers?.code}`);
-          this.kind[i] = 4;
+          this.kind.set(i, 4);
         } else {
           // Searched in the bytes: no string decoded per reply.
           const bytes = Buffer.from(msg.data.buffer, msg.data.byteOffset, msg.data.byteLength);
-          this.kind[i] =
-            bytes.indexOf('"err"') < 0 ? 1 : bytes.indexOf('"overloaded"') >= 0 ? 2 : 3;
+          this.kind.set(
+            i,
+            bytes.indexOf('"err"') < 0 ? 1 : bytes.indexOf('"overloaded"') >= 0 ? 2 : 3,
+          );
         }
         this.onReply?.();
       },
@@ -81,20 +88,20 @@ class Generator {
   }
 
   send(): void {
-    const i = this.sentAt.length;
-    this.sentAt.push(performance.now());
+    const i = this.sent++;
+    this.sentAt.set(i, performance.now());
     this.nc.publish(this.subject, body(i), { reply: `${this.inbox}.${i}` });
   }
 
   /** Closed loop: `inflight` calls outstanding until `total` were answered; calls per second. */
   async closedLoop(total: number, inflight: number): Promise<number> {
-    const first = this.sentAt.length;
+    const first = this.sent;
     const t0 = performance.now();
     let answered = 0;
     await new Promise<void>((resolve) => {
       this.onReply = () => {
         if (++answered >= total) return resolve();
-        if (this.sentAt.length - first < total) this.send();
+        if (this.sent - first < total) this.send();
       };
       for (let k = 0; k < inflight; k++) this.send();
     });
@@ -104,7 +111,7 @@ class Generator {
 
   /** Open loop: `rate` calls per second for SECONDS on a timer, then the deadline to answer. */
   async openLoop(rate: number): Promise<OpenLoop> {
-    const first = this.sentAt.length;
+    const first = this.sent;
     // The generator's own event-loop delay: when it falls behind, replies are read (and
     // timed) late, and a late answer is then the generator's, not the service's.
     const lag = monitorEventLoopDelay({ resolution: 10 });
@@ -135,22 +142,23 @@ class Generator {
       lateAnswers: 0,
     };
     const answered: number[] = [];
-    for (let i = first; i < this.sentAt.length; i++) {
+    for (let i = first; i < this.sent; i++) {
       out.offered++;
-      const at = this.answeredAt[i];
-      if (at === undefined) {
+      const at = this.answeredAt.get(i);
+      if (at === 0) {
         out.unanswered++;
         continue;
       }
-      const ms = at - this.sentAt[i]!;
+      const ms = at - this.sentAt.get(i);
       answered.push(ms);
       if (ms > DEADLINE_MS) {
         out.lateAnswers++;
         continue; // the caller had given up: not an answer
       }
-      if (this.kind[i] === 1) out.ok++;
-      else if (this.kind[i] === 2) out.overloaded++;
-      else if (this.kind[i] === 4) out.noResponders++;
+      const kind = this.kind.get(i);
+      if (kind === 1) out.ok++;
+      else if (kind === 2) out.overloaded++;
+      else if (kind === 4) out.noResponders++;
       else out.otherErrors++;
     }
     return {
@@ -159,6 +167,28 @@ class Generator {
       answeredMs: summarize(answered),
       generatorLagMs,
     };
+  }
+}
+
+/** A growable column of numbers (0 until set), by call number. */
+class Column<T extends Float64Array | Uint8Array> {
+  private data: T;
+
+  constructor(private readonly Kind: new (length: number) => T) {
+    this.data = new Kind(1 << 20);
+  }
+
+  get(i: number): number {
+    return i < this.data.length ? this.data[i]! : 0;
+  }
+
+  set(i: number, value: number): void {
+    if (i >= this.data.length) {
+      const grown = new this.Kind(Math.max(2 * this.data.length, i + 1));
+      grown.set(this.data);
+      this.data = grown;
+    }
+    this.data[i] = value;
   }
 }
 
@@ -181,12 +211,16 @@ interface Share {
   waiting: number;
 }
 
-async function run(nats: NatsServer, prefix: string, env: Record<string, string>) {
-  const service = await startService({
-    EPD_NATS_URL: nats.url,
-    EPD_SUBJECT_PREFIX: prefix,
-    ...env,
-  });
+async function run(
+  nats: NatsServer,
+  prefix: string,
+  env: Record<string, string>,
+  flags: readonly string[] = SERVICE_NODE_FLAGS,
+) {
+  const service = await startService(
+    { EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: prefix, ...env },
+    flags,
+  );
   const nc = await connect({ servers: nats.url });
   const subject = `${prefix}.v1.wait_metadata`;
   try {
@@ -245,6 +279,7 @@ async function main() {
     const on = await run(nats, 'ovon', {});
     const shedOnly = await run(nats, 'ovshed', { EPD_OVERLOAD_STEP_OUT: 'false' });
     const off = await run(nats, 'ovoff', { EPD_OVERLOAD_QUEUE_MS: '0' });
+    const defaultYoung = await run(nats, 'ovyoung', {}, []);
     const row = (name: string, r: typeof on) => {
       const l = r.loaded;
       const pct = (n: number) => `${round((100 * n) / l.offered, 1)}%`;
@@ -273,7 +308,7 @@ async function main() {
       quick: QUICK,
       machine: machine(),
       baseline: `the same service's sustainable wait_metadata rate, closed loop at ${INFLIGHT} in flight, measured in the same run`,
-      results: { on, shedOnly, off, deadlineMs: DEADLINE_MS, seconds: SECONDS },
+      results: { on, shedOnly, off, defaultYoung, deadlineMs: DEADLINE_MS, seconds: SECONDS },
       targets: [
         {
           metric: `calls answered (ok, 503 overloaded or NATS 503 no responders) within their ${DEADLINE_MS} ms deadline at 2× the sustainable rate`,
@@ -315,10 +350,15 @@ async function main() {
         row('shedding and stepping out of the queue group (default)', on),
         row('shedding only (EPD_OVERLOAD_STEP_OUT=false)', shedOnly),
         row('shedding off (EPD_OVERLOAD_QUEUE_MS=0)', off),
+        row(
+          `the default, launched without ${SERVICE_NODE_FLAGS.join(' ')} (V8's default young generation)`,
+          defaultYoung,
+        ),
       ],
       notes: [
         'Open loop: calls are sent on a 5 ms timer at the offered rate whether or not earlier ones were answered, as independent clients do. An answer after the 1 s deadline counts as not answered (its caller gave up).',
         'Stepping out: once its queue holds half of EPD_OVERLOAD_QUEUE_MS of work (or it sheds a call), the service withdraws its queue-group subscription of wait_metadata until the queue is down to a quarter; meanwhile the NATS server answers those calls itself with its 503 no-responders status (with other instances in the group, it routes the calls to them instead). Calls the service had already received are answered.',
+        `The service is launched as npm start launches it (${SERVICE_NODE_FLAGS.join(' ')}), except in the last row: with V8's default young generation (16 MiB semi-spaces), the calls held in the queue survive scavenge after scavenge, and V8's parallel scavenger threads took about half a core of this 2-core machine at 2× (from /proc per-thread CPU times), away from the service's main thread and the rest.`,
         'The load generator, nats-server and the service share this machine’s cores. The generator reads and times every reply on its one thread: while its own loop is delayed (last column), replies are timed late, so an answer counted late may have been on time.',
       ],
     });

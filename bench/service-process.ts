@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
+import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 import { freePort } from '../test/support/nats-server';
 import { stopProcess } from '../test/support/service-process';
 
@@ -31,14 +32,19 @@ export function setProcessPriority(pid: number, priority: number): void {
 
 const restorePriority = (pid: number) => setProcessPriority(pid, STARTING_PRIORITY);
 
-/** Starts `node dist/main.js` on a free port and waits until /health is 200. */
+/**
+ * Starts `node dist/main.js` on a free port, launched as npm start launches it (`flags`,
+ * SERVICE_NODE_FLAGS unless a benchmark compares without them), and waits until /health
+ * is 200.
+ */
 export async function startService(
   env: Record<string, string>,
+  flags: readonly string[] = SERVICE_NODE_FLAGS,
 ): Promise<{ proc: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
-  const nodeArgs = process.env.EPD_BENCH_PROFILE_DIR
-    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.EPD_BENCH_PROFILE_DIR}`]
-    : [];
+  const nodeArgs = [...flags];
+  if (process.env.EPD_BENCH_PROFILE_DIR)
+    nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${process.env.EPD_BENCH_PROFILE_DIR}`);
   // Extra V8/Node flags for a diagnosis run (for example `--trace-gc`), space-separated.
   nodeArgs.push(...(process.env.EPD_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
   const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', 'main.js')], {

@@ -27,6 +27,7 @@ export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 
 # The service prints a banner with its URLs once it is ready (on a terminal; its log
 # lines carry the same otherwise).
-node dist/main.js &
+# The V8 flags of src/common/node-flags.ts (SERVICE_NODE_FLAGS): see there for why.
+node --max-semi-space-size=64 dist/main.js &
 APP_PID=$!
 wait "$APP_PID"

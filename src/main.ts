@@ -11,6 +11,7 @@ import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
 import { dpRole, type AppConfig } from './config/app-config';
 import { startTracing } from './tracing/tracing';
 import { setHeapGrowth } from './common/heap-growth';
+import { missingServiceFlags } from './common/node-flags';
 
 async function main(): Promise<void> {
   let loaded;
@@ -44,6 +45,13 @@ async function main(): Promise<void> {
   const { config } = loaded;
   for (const name of loaded.unknownEnv) {
     logger.warn(`ignoring unknown environment variable ${name} (typo?)`, 'Config');
+  }
+  const missing = missingServiceFlags();
+  if (missing.length > 0 && role !== 'worker') {
+    logger.warn(
+      `started without ${missing.join(' ')}: under a backlog of NATS calls this process then answers markedly fewer (README, Operations); launch it as \`node ${missing.join(' ')} dist/main.js\`, as npm start does`,
+      'Main',
+    );
   }
 
   // The NATS drain is bounded by shutdown.graceMs; this is the last resort if a hook hangs.

@@ -6,6 +6,7 @@ import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { waitFor } from './support/calls';
 import { freePort } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 
 /** The log lines an operator greps by req_id: NATS lines carry the dp_type, none repeats req_id. */
 describe('log context (e2e, built service process)', () => {
@@ -126,6 +127,49 @@ describe('HTTP request logging without AsyncLocalStorage (e2e, built service pro
   });
 });
 
+/**
+ * The V8 flags npm start launches the service with (SERVICE_NODE_FLAGS) cannot be set from
+ * inside it; someone who runs `node dist/main.js` bare is told what is missing, once.
+ */
+describe('launch flags (e2e, built service process)', () => {
+  const warning =
+    /started without --max-semi-space-size=64\b.*node --max-semi-space-size=64 dist\/main\.js/;
+  const start = (flags: readonly string[], env: Record<string, string> = {}) =>
+    startServiceProcess(
+      {
+        EPD_NATS_URL: sharedNatsUrl(),
+        EPD_SUBJECT_PREFIX: uniquePrefix(),
+        EPD_LOG_LEVEL: 'warn',
+        ...env,
+      },
+      '/health/ready',
+      flags,
+    );
+
+  // Written before the service is ready: the silent case below is checked at the same point.
+  it('warns at start-up, naming the flag and the command line, when launched without them', async () => {
+    const svc = await start([]);
+    try {
+      expect(svc.output().match(new RegExp(warning, 'g'))).toHaveLength(1);
+    } finally {
+      await svc.stop();
+    }
+  }, 30_000);
+
+  it('is silent when launched as npm start launches it, or with the flags in NODE_OPTIONS', async () => {
+    for (const svc of [
+      await start(SERVICE_NODE_FLAGS),
+      await start([], { NODE_OPTIONS: SERVICE_NODE_FLAGS.join(' ') }),
+    ]) {
+      try {
+        expect(svc.output()).not.toMatch(/started without/);
+      } finally {
+        await svc.stop();
+      }
+    }
+  }, 60_000);
+});
+
 /** Secrets never appear in logs or answers (found by the outside review's checklist). */
 describe('secrets stay out of logs and answers (e2e)', () => {
   it('redacts NATS credentials in the URL, and never prints EPD_NATS_PASS or the admin token', async () => {
@@ -161,16 +205,20 @@ describe('secrets stay out of logs and answers (e2e)', () => {
 describe('terminal output (e2e, built service under a pty)', () => {
   it('prints a banner with its URLs and readable log lines instead of JSON', async () => {
     const port = await freePort();
-    const proc = spawn('script', ['-qfec', `"${process.execPath}" dist/main.js`, '/dev/null'], {
-      env: {
-        ...process.env,
-        EPD_NATS_URL: sharedNatsUrl(),
-        EPD_SUBJECT_PREFIX: uniquePrefix(),
-        EPD_HTTP_PORT: String(port),
-        EPD_LOG_LEVEL: 'info',
+    const proc = spawn(
+      'script',
+      ['-qfec', `"${process.execPath}" ${SERVICE_NODE_FLAGS.join(' ')} dist/main.js`, '/dev/null'],
+      {
+        env: {
+          ...process.env,
+          EPD_NATS_URL: sharedNatsUrl(),
+          EPD_SUBJECT_PREFIX: uniquePrefix(),
+          EPD_HTTP_PORT: String(port),
+          EPD_LOG_LEVEL: 'info',
+        },
+        stdio: ['pipe', 'pipe', 'pipe'],
       },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    );
     let out = '';
     // Without the colours: the assertions read the text.
     const ansi = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');

@@ -7,10 +7,9 @@ import request from 'supertest';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { freePort } from './support/nats-server';
 import { waitFor } from './support/calls';
-import { startServiceProcess } from './support/service-process';
+import { MAIN, startServiceProcess } from './support/service-process';
+import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 import { recordFault } from './support/fault-report';
-
-const MAIN = join(__dirname, '..', 'dist', 'main.js');
 
 describe('the built service process (e2e)', () => {
   beforeAll(() => {
@@ -21,7 +20,7 @@ describe('the built service process (e2e)', () => {
   it('on SIGTERM answers pending waits with 503 "encoder shutting down" and exits within 5 s', async () => {
     const port = await freePort();
     const prefix = uniquePrefix();
-    const child = spawn(process.execPath, [MAIN], {
+    const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, MAIN], {
       env: {
         ...process.env,
         EPD_NATS_URL: sharedNatsUrl(),

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SERVICE_NODE_FLAGS } from '../../src/common/node-flags';
 import { freePort } from './nats-server';
 
 export const MAIN = join(__dirname, '..', '..', 'dist', 'main.js');
@@ -26,17 +27,18 @@ function status(pid: number, field: string): number {
 }
 
 /**
- * The built service (`dist/main.js`) as its own process, ready on a free port (`readyPath`
+ * The built service (`dist/main.js`) as its own process, launched as npm start does, ready on a free port (`readyPath`
  * answers 200: /health/ready by default, /health when NATS is meant to be down); stopped
- * by PID.
+ * by PID. `flags`: its V8 flags (those npm start passes unless a test means otherwise).
  */
 export async function startServiceProcess(
   env: Record<string, string>,
   readyPath = '/health/ready',
+  flags: readonly string[] = SERVICE_NODE_FLAGS,
 ): Promise<ServiceProcess> {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first`);
   const port = await freePort();
-  const proc = spawn(process.execPath, [MAIN], {
+  const proc = spawn(process.execPath, [...flags, MAIN], {
     env: { ...process.env, EPD_HTTP_PORT: String(port), EPD_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
