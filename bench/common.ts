@@ -18,6 +18,10 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[idx]!;
 }
 
+/** The middle value (the upper one of an even count). */
+export const median = (xs: number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
 export function summarize(samplesMs: number[]): {
   n: number;
   p50: number;

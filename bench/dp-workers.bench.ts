@@ -11,7 +11,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import sharp from 'sharp';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import { machine, median, QUICK, round, runBench, summarize, writeReport } from './common';
 import { startService } from './service-process';
 
 const CONCURRENCY = 8;
@@ -21,7 +21,6 @@ const HOP_ROUNDS = QUICK ? 3 : 10;
 const HOP_BLOCK = QUICK ? 60 : 200;
 const ENCODE_BLOCK = QUICK ? 12 : 50;
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
 const body = (reqId: string, item: string) =>
   JSON.stringify({ req_id: reqId, modality: 'image', mm_items: [item], num_parts: 1, part_idx: 0 });

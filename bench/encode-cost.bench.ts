@@ -36,13 +36,14 @@ import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { TcpEmbeddingSender } from '../src/transfer/tcp-sender.service';
 import { NatsServer } from '../test/support/nats-server';
 import {
-  QUICK,
   machine,
   mainThreadMs,
+  median,
   processOnCpuMs,
-  serviceGc,
+  QUICK,
   round,
   runBench,
+  serviceGc,
   writeReport,
 } from './common';
 import { startService } from './service-process';
@@ -61,7 +62,6 @@ async function coreMs(fn: () => unknown): Promise<number> {
   return (c.user + c.system) / 1000;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const spread = (xs: number[]) => `${round(Math.min(...xs), 2)}–${round(Math.max(...xs), 2)}`;
 
 /** A photo-like test image: smooth colour fields plus sensor noise. */

@@ -14,7 +14,7 @@ import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { modelInputs } from '../src/encoder/backend/model-inputs';
 import preprocess from '../src/encoder/preprocess/preprocess.worker';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import { machine, median, QUICK, round, runBench, summarize, writeReport } from './common';
 import { startService } from './service-process';
 
 const CONCURRENCY = 8;
@@ -88,8 +88,6 @@ async function bareOrt(
   await session.release();
   return perSecond;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main() {
   const png = await sharp({
