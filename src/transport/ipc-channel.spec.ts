@@ -64,7 +64,9 @@ describe('IpcChannel', () => {
     parent.handle('ready', (p) => void got.push(p));
     b.emit('message', 'not an envelope');
     child.notify('ready', { pid: 7 });
-    await new Promise((r) => setTimeout(r, 10));
+    // After the wire's own setImmediate, deterministically (a 10 ms timer could fire first
+    // on a machine that stalled this process for as long).
+    await new Promise((r) => setImmediate(r));
     expect(got).toEqual([{ pid: 7 }]);
   });
 
