@@ -105,6 +105,11 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
         : resampler.resize(rgb, meta.width, meta.height, w, h);
   const resized = await resize();
   const pix = () => patchify([resized], h, w);
+  // The same into one buffer kept across calls: the difference is what a fresh
+  // multi-megabyte allocation costs in this process (its page faults, and the collections
+  // V8 starts for the external memory).
+  const reused = patchify([resized], h, w).data;
+  const pixReused = () => patchify([resized], h, w, reused);
   const { data, grid } = pix();
   const feeds = modelInputs(session, 'vision', data, [[grid.t, grid.h, grid.w]]);
   const forward = () => session.run(feeds);
@@ -137,6 +142,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
       resize,
     ],
     ['patchify', pix],
+    ['patchify into a reused buffer (for comparison)', pixReused],
     ['forward (bare ORT)', forward],
     ['float16 conversion (ORT Cast)', () => float16.convert(out)],
     ['bfloat16 conversion', () => toBfloat16Array(out)],
@@ -459,6 +465,7 @@ async function main() {
     notes: [
       `${BLOCKS} interleaved blocks of ${PER_BLOCK} runs per stage; core-ms is process CPU (user + system, every thread) per image.`,
       'The 999x1024 float16 figure is measured in a child process of its own (float16-cost.ts), as the service converts in its inference thread, whose heap is small: inside this process each conversion also paid for collections of this large heap (the stage rows above include that).',
+      'Patchify allocates its output, as the service\'s preprocessing thread does; "patchify into a reused buffer" is the same work without the allocation. In this process (ONNX Runtime session, large heap) a fresh 18.8 MB output cost 4–13 core-ms more at 1024x768 in three runs (its page faults, and the collections V8 starts for external memory), and the bare chain the service is paired with pays it too, which flatters the service\'s overhead by up to that much. In the service that cost did not show: an input slab (pixel_values written into shared memory that stays resident) measured the same process CPU per encode as without it (97.7 against 96.5 core-ms at 1024x768), and was not kept.',
       'No accelerator here: the fused-batch goal that applies is "no worse than separate forwards" (≥ 0.95×); the ≥ 1.5× batching goal applies on a GPU.',
       'The service figure includes what the bare stages do not: NATS, JSON, the data-URI decode, the staging copy and the bookkeeping, and the V8 helper threads (garbage collection, compilation).',
       `Each service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} rounds of ${SERVICE_PER_BLOCK} encodes, alternated one at a time with the bare chain and the bare forward in this process (the service's CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). The overhead is the service's CPU per encode minus the bare chain's, per round, and its share is of that round's forward: this machine's speed drifts by 2× within minutes, and figures taken even seconds apart measured the drift (−2 to +13 ms per 1024×768 image between two runs when the service ran in blocks after the stages). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
