@@ -49,7 +49,7 @@ async function main(): Promise<void> {
   const missing = missingServiceFlags();
   if (missing.length > 0 && role !== 'worker') {
     logger.warn(
-      `started without ${missing.join(' ')}: under a backlog of NATS calls this process then answers markedly fewer (README, Operations); launch it as \`node ${missing.join(' ')} dist/main.js\`, as npm start does`,
+      `started without ${missing.join(' ')}: under a backlog of NATS calls, V8's default young generation then costs about half a core in garbage collection, and fewer calls are answered (README, Operations); launch it as \`node ${missing.join(' ')} dist/main.js\`, as npm start does`,
       'Main',
     );
   }

@@ -11,8 +11,9 @@
  * every one of them alive across each scavenge) the default size scavenged so often that
  * V8's parallel scavenger threads took ~0.5 of a core on this 2-core machine, from the
  * load itself and nats-server: at twice the sustainable wait_metadata rate the service
- * answered 0.45–0.63 of its sustainable rate ok, and 0.76–0.88 with 64 MiB, in the same
- * three runs (bench/results/overload.md; 128 MiB measured the same as 64, 32 in between).
+ * answered 0.45–0.69 of its sustainable rate ok, and 0.75–0.88 with 64 MiB, in the same
+ * five runs (bench/results/overload.md, last row; 128 MiB measured the same as 64, 32 in
+ * between).
  * The young generation grows to it only while calls survive collection, and shrinks back
  * when idle.
  */

@@ -5,6 +5,15 @@ import { BOOT_ID } from '../common/boot-id';
 import { RestartLedger } from './restart-ledger';
 import { makeRegistry } from './testing';
 
+/** The ledger file's contents, or undefined before it is first written. */
+function ledgerFile(path: string): { boot: string; entries: unknown[] } | undefined {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as { boot: string; entries: unknown[] };
+  } catch {
+    return undefined;
+  }
+}
+
 describe('RestartLedger', () => {
   const dir = mkdtempSync(join(tmpdir(), 'epd-ledger-unit-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -46,23 +55,16 @@ describe('RestartLedger', () => {
     );
     held = [['r1', 99]];
     ledger.changed();
-    const read = () => {
-      try {
-        return JSON.parse(readFileSync(path, 'utf8')) as { entries: unknown[] };
-      } catch {
-        return undefined; // not written yet
-      }
-    };
-    for (let i = 0; i < 1000 && read()?.entries.length !== 1; i++) {
+    for (let i = 0; i < 1000 && ledgerFile(path)?.entries.length !== 1; i++) {
       await new Promise((r) => setTimeout(r, 5));
       await ledger.idle();
     }
-    expect(read()).toMatchObject({
+    expect(ledgerFile(path)).toMatchObject({
       boot: 'boot-3',
       entries: [['r1', 99]],
     });
     ledger.stop([]);
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ entries: [] });
+    expect(ledgerFile(path)).toMatchObject({ entries: [] });
   });
 
   it('writes off the event loop, and a stop during such a write leaves its own contents, not the older ones', async () => {
@@ -84,7 +86,7 @@ describe('RestartLedger', () => {
       held = [];
       ledger.stop([['final', 99]]);
       await ledger.idle();
-      expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ entries: [['final', 99]] });
+      expect(ledgerFile(path)).toMatchObject({ entries: [['final', 99]] });
     }
     expect(caught).toBe(true);
   });
@@ -117,16 +119,9 @@ describe('MetaRegistry ledger, with metadata others published', () => {
    * libuv's threads, which a loaded machine delays past any fixed wait.
    */
   const entriesOnce = async (path: string, done: (entries: unknown[]) => boolean) => {
-    const entries = () => {
-      try {
-        return (JSON.parse(readFileSync(path, 'utf8')) as { entries: unknown[] }).entries;
-      } catch {
-        return undefined; // not written yet
-      }
-    };
-    for (let i = 0; i < 500 && !done(entries() ?? []); i++)
+    for (let i = 0; i < 500 && !done(ledgerFile(path)?.entries ?? []); i++)
       await new Promise((r) => setTimeout(r, 10));
-    return entries();
+    return ledgerFile(path)?.entries;
   };
 
   it('is rewritten only when what this instance stages changes', async () => {

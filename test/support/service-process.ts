@@ -27,9 +27,9 @@ function status(pid: number, field: string): number {
 }
 
 /**
- * The built service (`dist/main.js`) as its own process, launched as npm start does, ready on a free port (`readyPath`
+ * The built service (`dist/main.js`) as its own process, ready on a free port (`readyPath`
  * answers 200: /health/ready by default, /health when NATS is meant to be down); stopped
- * by PID. `flags`: its V8 flags (those npm start passes unless a test means otherwise).
+ * by PID. `flags`: its V8 flags, those npm start passes unless a test means otherwise.
  */
 export async function startServiceProcess(
   env: Record<string, string>,
