@@ -13,11 +13,12 @@
  * Baselines in the same run:
  *   - transformers' Qwen2VLImageProcessor path (test/interop/qwen2vl_reference.py, Pillow +
  *     numpy), decode plus processing, single core (its own process_time);
- *   - the service itself: its process CPU per encode over NATS, minus preprocessing and
- *     forward, is the service's overhead;
+ *   - the service itself: its process CPU per encode over NATS, minus the bare chain's
+ *     (decode, resize, patchify, forward, in a process of its own: chain-cost.ts), is the
+ *     service's overhead;
  *   - a fused forward of 8 images against 8 separate forwards.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,11 +28,8 @@ import { InferenceSession } from 'onnxruntime-node';
 import sharp from 'sharp';
 import { Float16Cast } from '../src/encoder/backend/float16-cast';
 import { toBfloat16Array } from '../src/encoder/backend/half-precision';
-import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { modelInputs } from '../src/encoder/backend/model-inputs';
 import { patchify } from '../src/encoder/preprocess/patchify';
-import { loadBicubicResampler } from '../src/encoder/preprocess/resample';
-import { smartResize } from '../src/encoder/preprocess/smart-resize';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { TcpEmbeddingSender } from '../src/transfer/tcp-sender.service';
 import { NatsServer } from '../test/support/nats-server';
@@ -46,6 +44,7 @@ import {
   serviceGc,
   writeReport,
 } from './common';
+import { bareStages, benchSession } from './bare-stages';
 import { startService } from './service-process';
 
 sharp.concurrency(1);
@@ -85,34 +84,15 @@ interface StageRow {
 }
 
 async function imageStages(name: string, file: Buffer, session: InferenceSession) {
-  const meta = await sharp(file).metadata();
-  const [h, w] = smartResize(meta.height, meta.width, 3136, 1003520);
-  const decode = () => sharp(file).rotate().toColourspace('srgb').removeAlpha().raw().toBuffer();
-  const rgb = await decode();
-  const resampler = await loadBicubicResampler();
-  // The worker's rule: no resize at the grid size, libvips when both sides shrink, the
-  // exact Pillow resampler when any side grows.
-  const same = w === meta.width && h === meta.height;
-  const shrink = w <= meta.width && h <= meta.height;
-  const resize = () =>
-    same
-      ? rgb
-      : shrink
-        ? sharp(rgb, { raw: { width: meta.width, height: meta.height, channels: 3 } })
-            .resize(w, h, { fit: 'fill', kernel: 'cubic' })
-            .raw()
-            .toBuffer()
-        : resampler.resize(rgb, meta.width, meta.height, w, h);
-  const resized = await resize();
-  const pix = () => patchify([resized], h, w);
+  const { h, w, resized, data, grid, decode, resize, resizeKind, pix, forward } = await bareStages(
+    file,
+    session,
+  );
   // The same into one buffer kept across calls: the difference is what a fresh
   // multi-megabyte allocation costs in this process (its page faults, and the collections
   // V8 starts for the external memory).
   const reused = patchify([resized], h, w).data;
   const pixReused = () => patchify([resized], h, w, reused);
-  const { data, grid } = pix();
-  const feeds = modelInputs(session, 'vision', data, [[grid.t, grid.h, grid.w]]);
-  const forward = () => session.run(feeds);
   const out = (await forward())[session.outputNames[0]!]!.data as Float32Array;
   const float16 = await Float16Cast.create();
   for (let k = 0; k < 40; k++) await float16.convert(out); // steady state, as below
@@ -137,10 +117,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
     );
   const stages: [string, () => unknown][] = [
     ['decode', decode],
-    [
-      `resize (${same ? 'none: already the grid size' : shrink ? 'libvips reduce' : 'exact Pillow bicubic'})`,
-      resize,
-    ],
+    [`resize (${resizeKind})`, resize],
     ['patchify', pix],
     ['patchify into a reused buffer (for comparison)', pixReused],
     ['forward (bare ORT)', forward],
@@ -159,14 +136,36 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
   sender.onModuleDestroy();
   await float16.release();
   await receiver.close();
-  // What the service does with the same file: decode, resize, patchify, forward.
-  const chain = async () => {
-    await decode();
-    await resize();
-    pix();
-    return forward();
+  return { rows, tokens: (grid.h * grid.w) / 4, size: `${w}x${h}`, data, grid };
+}
+
+/**
+ * The bare chain and the bare forward for `path`, in a child process of their own
+ * (chain-cost.ts): each call answers with that process's core-ms.
+ */
+async function bareChainProcess(path: string) {
+  const child = fork(join(__dirname, 'chain-cost.js'), [path], { stdio: 'inherit' });
+  let answer: ((value: unknown) => void) | undefined;
+  child.on('message', (m) => answer?.(m));
+  const next = () => new Promise((resolve) => (answer = resolve));
+  const failed = new Promise<never>((_, reject) =>
+    child.once('exit', (code) => reject(new Error(`chain-cost exited with ${code}`))),
+  );
+  failed.catch(() => undefined); // observed by the calls below
+  await Promise.race([next(), failed]); // 'ready'
+  const call = async (cmd: 'chain' | 'forward') => {
+    const got = next();
+    child.send(cmd);
+    return (await Promise.race([got, failed])) as number;
   };
-  return { rows, tokens: (grid.h * grid.w) / 4, size: `${w}x${h}`, data, grid, chain, forward };
+  return {
+    chain: () => call('chain'),
+    forward: () => call('forward'),
+    stop: () => {
+      child.removeAllListeners('exit');
+      child.kill();
+    },
+  };
 }
 
 /** The float16 conversion of a 999x1024 embedding, per block, core-ms (float16-cost.ts). */
@@ -279,16 +278,15 @@ interface Round {
  * between two runs). Each round gives one figure per service.
  */
 async function pairedRounds(
-  chain: () => Promise<unknown>,
-  forward: () => Promise<unknown>,
+  bare: { chain: () => Promise<number>; forward: () => Promise<number> },
   services: Record<string, Awaited<ReturnType<typeof measuredService>>>,
 ): Promise<Round[]> {
   const rounds: Round[] = [];
   for (let b = 0; b < BLOCKS; b++) {
     const r: Round = { bare: 0, forward: 0, total: {}, main: {} };
     for (let k = 0; k < SERVICE_PER_BLOCK; k++) {
-      r.bare += await coreMs(chain);
-      r.forward += await coreMs(forward);
+      r.bare += await bare.chain();
+      r.forward += await bare.forward();
       for (const [name, svc] of Object.entries(services)) {
         const [total, main] = await svc.encode();
         r.total[name] = (r.total[name] ?? 0) + total;
@@ -330,13 +328,7 @@ async function batchRatio(session: InferenceSession, data: Float32Array, grid: n
 }
 
 async function main() {
-  const session = await InferenceSession.create(referenceModelPaths().vision, {
-    intraOpNumThreads: 2,
-    interOpNumThreads: 1,
-    executionMode: 'sequential',
-    enableCpuMemArena: false,
-    extra: { session: { intra_op: { allow_spinning: '0' } } },
-  });
+  const session = await benchSession();
   const images = { '448x448': await photo(448, 448), '1024x768': await photo(1024, 768) };
   const rows: StageRow[] = [];
   const summary: Record<string, Record<string, number>> = {};
@@ -359,9 +351,11 @@ async function main() {
     };
     let rounds: Round[];
     const gcs: Record<string, number> = {};
+    const bare = await bareChainProcess(path);
     try {
-      rounds = await pairedRounds(r.chain, r.forward, services);
+      rounds = await pairedRounds(bare, services);
     } finally {
+      bare.stop();
       for (const [k, svc] of Object.entries(services)) gcs[k] = await svc.stop();
     }
     pairedBlocks[name] = rounds;
@@ -398,7 +392,7 @@ async function main() {
     serviceRows.push(
       [
         name,
-        `paired with the service: the bare chain (decode, resize, patchify, forward; forward alone ${s.pairedForward})`,
+        `paired with the service: the bare chain in a process of its own (decode, resize, patchify, forward; forward alone ${s.pairedForward})`,
         String(s.pairedBare),
         spread(rounds.map((x) => x.bare)),
       ],
@@ -465,10 +459,10 @@ async function main() {
     notes: [
       `${BLOCKS} interleaved blocks of ${PER_BLOCK} runs per stage; core-ms is process CPU (user + system, every thread) per image.`,
       'The 999x1024 float16 figure is measured in a child process of its own (float16-cost.ts), as the service converts in its inference thread, whose heap is small: inside this process each conversion also paid for collections of this large heap (the stage rows above include that).',
-      'Patchify allocates its output, as the service\'s preprocessing thread does; "patchify into a reused buffer" is the same work without the allocation. In this process (ONNX Runtime session, large heap) a fresh 18.8 MB output cost 4–13 core-ms more at 1024x768 in three runs (its page faults, and the collections V8 starts for external memory), and the bare chain the service is paired with pays it too, which flatters the service\'s overhead by up to that much. In the service that cost did not show: an input slab (pixel_values written into shared memory that stays resident) measured the same process CPU per encode as without it (97.7 against 96.5 core-ms at 1024x768), and was not kept.',
+      "Patchify allocates its output, as the service's preprocessing thread does; \"patchify into a reused buffer\" is the same work without the allocation. In this process (ONNX Runtime session, large heap) a fresh 18.8 MB output cost 4–13 core-ms more at 1024x768 in three runs (its page faults, and the collections V8 starts for external memory). So the bare chain the service is paired with runs in a process of its own (chain-cost.ts), whose heap holds little, as the service's preprocessing thread's does; measured in this process it paid that cost too, and flattered the service's overhead by as much. In the service that cost did not show: an input slab (pixel_values written into shared memory that stays resident) measured the same process CPU per encode as without it (97.7 against 96.5 core-ms at 1024x768), and was not kept.",
       'No accelerator here: the fused-batch goal that applies is "no worse than separate forwards" (≥ 0.95×); the ≥ 1.5× batching goal applies on a GPU.',
       'The service figure includes what the bare stages do not: NATS, JSON, the data-URI decode, the staging copy and the bookkeeping, and the V8 helper threads (garbage collection, compilation).',
-      `Each service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} rounds of ${SERVICE_PER_BLOCK} encodes, alternated one at a time with the bare chain and the bare forward in this process (the service's CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). The overhead is the service's CPU per encode minus the bare chain's, per round, and its share is of that round's forward: this machine's speed drifts by 2× within minutes, and figures taken even seconds apart measured the drift (−2 to +13 ms per 1024×768 image between two runs when the service ran in blocks after the stages). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
+      `Each service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} rounds of ${SERVICE_PER_BLOCK} encodes, alternated one at a time with the bare chain and the bare forward in a process of their own (chain-cost.ts; its CPU time of every thread; the service's CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). The overhead is the service's CPU per encode minus the bare chain's, per round, and its share is of that round's forward: this machine's speed drifts by 2× within minutes, and figures taken even seconds apart measured the drift (−2 to +13 ms per 1024×768 image between two runs when the service ran in blocks after the stages). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
       'The staging slab (EPD_STAGING_SLAB_BYTES) keeps staged embeddings out of the main isolate: the inference thread writes them into one shared buffer, which V8 does not count as external memory of the main thread, so they no longer drive its collections. The second service row is the same service without it, measured in the same rounds.',
     ],
   });
