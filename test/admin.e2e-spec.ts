@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import request from 'supertest';
 import { waitFor } from './support/calls';
 import { startTestApp, type TestApp } from './support/app';
@@ -128,6 +129,29 @@ describe('admin REST, docs and metrics (e2e)', () => {
 
     it('serves admin routes openly', async () => {
       expect((await request(t.httpUrl).get('/admin/registry')).status).toBe(200);
+    });
+
+    it('lists its threads by operating-system id, for per-thread CPU accounting (schedstat)', async () => {
+      type Threads = { main: number; preprocessing: number[]; inference: number[] };
+      const threads = async () =>
+        (
+          (await request(t.httpUrl).get('/admin/workers')).body as {
+            workers: { threads: Threads }[];
+          }
+        ).workers[0]!.threads;
+      // The worker threads announce themselves once their modules have loaded.
+      const want = t.config.encoder.preprocessThreads;
+      await waitFor(async () => {
+        const th = await threads();
+        return th.preprocessing.length === want && th.inference.length === 1;
+      }, 20_000);
+      const th = await threads();
+      expect(th.main).toBe(process.pid); // this app runs in the test's process
+      expect(th.preprocessing).toHaveLength(want);
+      expect(th.inference).toHaveLength(1);
+      const all = [th.main, ...th.preprocessing, ...th.inference];
+      expect(new Set(all).size).toBe(all.length);
+      for (const tid of all) expect(existsSync(`/proc/${process.pid}/task/${tid}`)).toBe(true);
     });
 
     it('answers 504 on /scheduler_receive_meta_data with the SGLang error body', async () => {

@@ -3,6 +3,8 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { AppConfig } from '../config/app-config';
 import { ReqStateStore } from '../requests/req-state.store';
+import { EncoderBackend } from './backend/encoder-backend';
+import { Preprocessor } from './preprocess/preprocessor.service';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { EncodeScheduler, type SchedulerStats } from './scheduler/encode-scheduler.service';
 
@@ -14,6 +16,12 @@ interface WorkerView {
   staged_bytes: number;
   restarts: number;
   last_exit_code: number | null;
+  /**
+   * Operating-system thread ids (Linux: /proc/<pid>/task/<tid>, whose schedstat gives each
+   * one's CPU time): the event loop, the preprocessing threads, and the inference thread
+   * (ONNX Runtime's own intra-op threads are not listed).
+   */
+  threads?: { main: number; preprocessing: number[]; inference: number[] };
 }
 
 /** The encoder's processes and its batching scheduler. */
@@ -27,6 +35,8 @@ export class WorkersAdminController {
     private readonly admission: EncodeAdmission,
     private readonly states: ReqStateStore,
     private readonly scheduler: EncodeScheduler,
+    private readonly preprocessor: Preprocessor,
+    private readonly backend: EncoderBackend,
   ) {}
 
   /**
@@ -46,6 +56,11 @@ export class WorkersAdminController {
           staged_bytes: this.states.stats().usedBytes,
           restarts: 0,
           last_exit_code: null,
+          threads: {
+            main: process.pid,
+            preprocessing: this.preprocessor.threadIds,
+            inference: this.backend.threadIds,
+          },
         },
       ],
     };

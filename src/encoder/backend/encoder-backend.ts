@@ -7,6 +7,10 @@ export abstract class EncoderBackend {
   abstract info(): Promise<ModelInfo>;
   /** One forward over every part; resolves with one output per part, in order. */
   abstract forward(task: ForwardTask): Promise<ForwardResult>;
+  /** The operating-system thread ids of the threads that run the model (JS side). */
+  get threadIds(): number[] {
+    return [];
+  }
   /** The staging slab's size and use, when staged embeddings are written into one. */
   get stagingSlab(): SlabUsage | undefined {
     return undefined;

@@ -3,7 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
-import { closePool, createPool, runTask } from '../workers/close-pool';
+import { closePool, createPool, poolThreadIds, runTask } from '../workers/close-pool';
 import { workerFile } from '../workers/worker-file';
 import { EncoderBackend } from './encoder-backend';
 import type {
@@ -76,6 +76,10 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       atomics: 'async',
       workerData,
     });
+  }
+
+  override get threadIds(): number[] {
+    return poolThreadIds(this.pool);
   }
 
   override get stagingSlab() {

@@ -2,7 +2,7 @@ import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
 import type { Modality } from '../pipeline/encode-request.schema';
-import { closePool, createPool, runTask } from '../workers/close-pool';
+import { closePool, createPool, poolThreadIds, runTask } from '../workers/close-pool';
 import { hold, parcelChannel } from '../workers/parcel';
 import { workerFile } from '../workers/worker-file';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
@@ -25,6 +25,11 @@ export class Preprocessor implements OnModuleDestroy {
       // Admission (EPD_MAX_PENDING) already bounds the work in flight; this is a backstop.
       maxQueue: config.encoder.maxPending + 16,
     });
+  }
+
+  /** The preprocessing threads' operating-system thread ids (for per-thread CPU accounting). */
+  get threadIds(): number[] {
+    return poolThreadIds(this.pool);
   }
 
   /** Reads the media headers only: tokens, decoded pixels, frames, seconds (see MediaPlan). */

@@ -1,3 +1,4 @@
+import { readlinkSync } from 'node:fs';
 import { isMainThread, parentPort, threadId } from 'node:worker_threads';
 import Piscina from 'piscina';
 import { Errors } from '../../common/errors/error-catalogue';
@@ -11,6 +12,22 @@ const closedPools = new WeakSet<Piscina>();
 /** Each pool's threads that have loaded their module (see announceLoaded). */
 const loadedThreads = new WeakMap<Piscina, Set<number>>();
 
+/** Each pool's threads' operating-system thread ids, by Node thread id. */
+const osThreads = new WeakMap<Piscina, Map<number, number>>();
+
+/**
+ * This thread's id in the operating system (Linux: /proc/<pid>/task/<tid>), undefined
+ * elsewhere: what per-thread CPU accounting (schedstat) is keyed by.
+ */
+function osThreadId(): number | undefined {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    return Number.isInteger(tid) ? tid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Called by a worker module once its imports are loaded (at its end): a thread is safe to
  * terminate from then on. Stopping one mid-load aborted the whole process: inside ONNX
@@ -19,19 +36,31 @@ const loadedThreads = new WeakMap<Piscina, Set<number>>();
  * decoders (`v8::Module::IsGraphAsync must be used on an instantiated module`).
  */
 export function announceLoaded(): void {
-  if (!isMainThread) parentPort?.postMessage({ [LOADED]: threadId });
+  if (!isMainThread) parentPort?.postMessage({ [LOADED]: threadId, tid: osThreadId() });
+}
+
+/** The operating-system thread ids of `pool`'s threads that have loaded (see announceLoaded). */
+export function poolThreadIds(pool: Piscina): number[] {
+  return [...(osThreads.get(pool)?.values() ?? [])];
 }
 
 /** A piscina pool whose threads' loading closePool waits for. */
 export function createPool(options: ConstructorParameters<typeof Piscina>[0]): Piscina {
   const pool = new Piscina(options);
   const loaded = new Set<number>();
+  const tids = new Map<number, number>();
   loadedThreads.set(pool, loaded);
+  osThreads.set(pool, tids);
   pool.on('message', (message: unknown) => {
-    if (typeof message === 'object' && message !== null && LOADED in message)
-      loaded.add((message as Record<string, number>)[LOADED]!);
+    if (typeof message !== 'object' || message === null || !(LOADED in message)) return;
+    const { [LOADED]: id, tid } = message as { [LOADED]: number; tid?: number };
+    loaded.add(id);
+    if (tid !== undefined) tids.set(id, tid);
   });
-  pool.on('workerDestroy', (worker: { id: number }) => loaded.delete(worker.id));
+  pool.on('workerDestroy', (worker: { id: number }) => {
+    loaded.delete(worker.id);
+    tids.delete(worker.id);
+  });
   return pool;
 }
 
