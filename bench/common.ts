@@ -44,15 +44,18 @@ export function mainThreadMs(pid: number): number {
  * counted: measure long-lived threads (a service's pools), not short-lived ones.
  */
 export function processOnCpuMs(pid: number): number {
-  let ns = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // the thread exited between the listing and the read
-    }
+  let ms = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) ms += threadOnCpuMs(pid, Number(tid));
+  return ms;
+}
+
+/** Thread `tid` of `pid`: its time on a CPU, in ms (0 once it has exited). */
+export function threadOnCpuMs(pid: number, tid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return 0; // the thread exited
   }
-  return ns / 1e6;
 }
 
 /** `pid`'s main thread: time on a CPU, and time runnable but waiting for one, in ms. */

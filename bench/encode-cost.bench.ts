@@ -42,6 +42,7 @@ import {
   round,
   runBench,
   serviceGc,
+  threadOnCpuMs,
   writeReport,
 } from './common';
 import { bareStages, benchSession } from './bare-stages';
@@ -238,15 +239,29 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
   };
   for (let i = 0; i < SERVICE_WARMUP; i++) await encode();
   const gc0 = (await serviceGc(svc.url)).major.count;
+  // Its worker threads, by operating-system id (GET /admin/workers), for per-thread CPU.
+  const { threads } = (
+    (await (await fetch(`${svc.url}/admin/workers`)).json()) as {
+      workers: { threads: { preprocessing: number[]; inference: number[] } }[];
+    }
+  ).workers[0]!;
+  const cpu = (tids: number[]) => tids.reduce((ms, tid) => ms + threadOnCpuMs(pid, tid), 0);
   let measured = 0;
   return {
-    /** One encode: [process core-ms, main thread core-ms]. */
-    async encode(): Promise<[number, number]> {
+    /** One encode's core-ms: the process, its main thread, preprocessing and inference threads. */
+    async encode(): Promise<ThreadMs> {
       const c0 = processOnCpuMs(pid);
       const m0 = mainThreadMs(pid);
+      const p0 = cpu(threads.preprocessing);
+      const i0 = cpu(threads.inference);
       await encode();
       measured++;
-      return [processOnCpuMs(pid) - c0, mainThreadMs(pid) - m0];
+      return {
+        total: processOnCpuMs(pid) - c0,
+        main: mainThreadMs(pid) - m0,
+        preprocessing: cpu(threads.preprocessing) - p0,
+        inference: cpu(threads.inference) - i0,
+      };
     },
     /** Stops it; returns its main thread's full collections per 100 measured encodes. */
     async stop(): Promise<number> {
@@ -262,12 +277,22 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
   };
 }
 
+/** A service's core-ms per encode: its process, and its threads by role. */
+interface ThreadMs {
+  total: number;
+  main: number;
+  preprocessing: number;
+  /** The inference worker's own thread (ONNX Runtime's intra-op pool threads are not it). */
+  inference: number;
+}
+
 interface Round {
-  /** Per encode, over the round: the bare chain, its forward, and each service. */
+  /** Per encode, over the round: the bare chain, its forward, and each service's. */
   bare: number;
   forward: number;
   total: Record<string, number>;
   main: Record<string, number>;
+  threads: Record<string, ThreadMs>;
 }
 
 /**
@@ -283,14 +308,16 @@ async function pairedRounds(
 ): Promise<Round[]> {
   const rounds: Round[] = [];
   for (let b = 0; b < BLOCKS; b++) {
-    const r: Round = { bare: 0, forward: 0, total: {}, main: {} };
+    const r: Round = { bare: 0, forward: 0, total: {}, main: {}, threads: {} };
     for (let k = 0; k < SERVICE_PER_BLOCK; k++) {
       r.bare += await bare.chain();
       r.forward += await bare.forward();
       for (const [name, svc] of Object.entries(services)) {
-        const [total, main] = await svc.encode();
-        r.total[name] = (r.total[name] ?? 0) + total;
-        r.main[name] = (r.main[name] ?? 0) + main;
+        const ms = await svc.encode();
+        r.total[name] = (r.total[name] ?? 0) + ms.total;
+        r.main[name] = (r.main[name] ?? 0) + ms.main;
+        const sum = (r.threads[name] ??= { total: 0, main: 0, preprocessing: 0, inference: 0 });
+        for (const k of Object.keys(sum) as (keyof ThreadMs)[]) sum[k] += ms[k] / SERVICE_PER_BLOCK;
       }
     }
     r.bare /= SERVICE_PER_BLOCK;
@@ -364,6 +391,14 @@ async function main() {
       main: median(rounds.map((x) => x.main[svc]!)),
       overhead: median(rounds.map((x) => x.total[svc]! - x.bare)),
       share: median(rounds.map((x) => (x.total[svc]! - x.bare) / x.forward)),
+      preprocessing: median(rounds.map((x) => x.threads[svc]!.preprocessing)),
+      inference: median(rounds.map((x) => x.threads[svc]!.inference)),
+      other: median(
+        rounds.map((x) => {
+          const t = x.threads[svc]!;
+          return t.total - t.main - t.preprocessing - t.inference;
+        }),
+      ),
     });
     const on = figures('slab');
     const off = figures('noSlab');
@@ -376,6 +411,9 @@ async function main() {
       pairedForward: round(median(rounds.map((x) => x.forward)), 2),
       service: round(on.total, 2),
       serviceMain: round(on.main, 2),
+      servicePreprocessing: round(on.preprocessing, 2),
+      serviceInference: round(on.inference, 2),
+      serviceOther: round(on.other, 2),
       majorGcsPer100: round(gcs.slab!, 1),
       overhead: round(on.overhead, 2),
       overheadShare: round(100 * on.share, 1),
@@ -398,7 +436,7 @@ async function main() {
       ],
       [
         name,
-        `service process per encode (tokens ${s.tokens}; overhead beyond the bare chain: ${s.overhead} ms (rounds ${overheads('slab')}), ${s.overheadShare}% of the forward; main thread ${s.serviceMain} ms, with ${s.majorGcsPer100} full collections per 100 encodes)`,
+        `service process per encode (tokens ${s.tokens}; overhead beyond the bare chain: ${s.overhead} ms (rounds ${overheads('slab')}), ${s.overheadShare}% of the forward; main thread ${s.serviceMain} ms, with ${s.majorGcsPer100} full collections per 100 encodes; the preprocessing thread ${s.servicePreprocessing} ms, the inference thread ${s.serviceInference} ms, every other thread ${s.serviceOther} ms: ONNX Runtime's intra-op pool, V8's helpers, libvips, libuv)`,
         String(s.service),
         spread(rounds.map((x) => x.total.slab!)),
       ],
