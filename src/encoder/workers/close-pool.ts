@@ -9,11 +9,11 @@ const LOADED = 'epd:worker-loaded';
 /** Pools that closePool has begun to close. */
 const closedPools = new WeakSet<Piscina>();
 
-/** Each pool's threads that have loaded their module (see announceLoaded). */
-const loadedThreads = new WeakMap<Piscina, Set<number>>();
-
-/** Each pool's threads' operating-system thread ids, by Node thread id. */
-const osThreads = new WeakMap<Piscina, Map<number, number>>();
+/**
+ * Each pool's threads that have loaded their module (see announceLoaded), by Node thread
+ * id, with their operating-system thread id where known.
+ */
+const loadedThreads = new WeakMap<Piscina, Map<number, number | undefined>>();
 
 /**
  * This thread's id in the operating system (Linux: /proc/<pid>/task/<tid>), undefined
@@ -41,26 +41,20 @@ export function announceLoaded(): void {
 
 /** The operating-system thread ids of `pool`'s threads that have loaded (see announceLoaded). */
 export function poolThreadIds(pool: Piscina): number[] {
-  return [...(osThreads.get(pool)?.values() ?? [])];
+  return [...(loadedThreads.get(pool)?.values() ?? [])].filter((tid) => tid !== undefined);
 }
 
 /** A piscina pool whose threads' loading closePool waits for. */
 export function createPool(options: ConstructorParameters<typeof Piscina>[0]): Piscina {
   const pool = new Piscina(options);
-  const loaded = new Set<number>();
-  const tids = new Map<number, number>();
+  const loaded = new Map<number, number | undefined>();
   loadedThreads.set(pool, loaded);
-  osThreads.set(pool, tids);
   pool.on('message', (message: unknown) => {
     if (typeof message !== 'object' || message === null || !(LOADED in message)) return;
     const { [LOADED]: id, tid } = message as { [LOADED]: number; tid?: number };
-    loaded.add(id);
-    if (tid !== undefined) tids.set(id, tid);
+    loaded.set(id, tid);
   });
-  pool.on('workerDestroy', (worker: { id: number }) => {
-    loaded.delete(worker.id);
-    tids.delete(worker.id);
-  });
+  pool.on('workerDestroy', (worker: { id: number }) => loaded.delete(worker.id));
   return pool;
 }
 
