@@ -115,6 +115,12 @@ describe('input hardening (e2e)', () => {
           staged_bytes: 0,
           restarts: 0,
           last_exit_code: null,
+          // Its thread ids (admin.e2e-spec.ts checks them against /proc).
+          threads: {
+            main: process.pid,
+            preprocessing: expect.any(Array) as unknown,
+            inference: expect.any(Array) as unknown,
+          },
         },
       ],
     });
