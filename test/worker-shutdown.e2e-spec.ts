@@ -1,4 +1,10 @@
-import { startTestApp } from './support/app';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
+import { sharedNatsUrl, startTestApp, uniquePrefix } from './support/app';
+import { waitFor } from './support/calls';
+import { freePort } from './support/nats-server';
+import { MAIN } from './support/service-process';
 
 /**
  * worker-terminated-mid-native: closing the app while the inference worker was still
@@ -14,4 +20,54 @@ it('closing the app at any moment after start never aborts the process', async (
     await new Promise((r) => setTimeout(r, (i * 41) % 250));
     await t.close();
   }
+});
+
+/**
+ * dp-worker-orphaned-at-boot: a DP worker whose supervisor was SIGKILLed while the worker
+ * was still loading kept running, fully up, with no parent (found after a CI run: an
+ * orphan from a supervisor-crash test still served HTTP 26 minutes later, and its
+ * inherited stdout kept that jest process from exiting). The worker listens for its IPC
+ * channel's 'disconnect' only once the app is built; a disconnect before that was missed.
+ */
+describe('a DP worker whose supervisor dies while it loads (e2e, built service)', () => {
+  const gone = (pid: number) => {
+    try {
+      // An exited orphan may linger as a zombie until PID 1 reaps it: that is gone too.
+      return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+    } catch {
+      return true;
+    }
+  };
+
+  it('exits on its own instead of running orphaned', async () => {
+    const supervisor = spawn(process.execPath, [...SERVICE_NODE_FLAGS, MAIN], {
+      env: {
+        ...process.env,
+        EPD_NATS_URL: sharedNatsUrl(),
+        EPD_SUBJECT_PREFIX: uniquePrefix(),
+        EPD_HTTP_PORT: String(await freePort()),
+        EPD_DP_SIZE: '2',
+        EPD_LOG_LEVEL: 'warn',
+      },
+      stdio: 'ignore', // the workers inherit it: no pipe of this process to hold open
+    });
+    const children = () =>
+      readFileSync(`/proc/${supervisor.pid}/task/${supervisor.pid}/children`, 'utf8')
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(Number);
+    let workers: number[] = [];
+    try {
+      // Forked at start-up; killed the moment both exist, long before they have loaded.
+      expect(await waitFor(() => (workers = children()).length === 2, 20_000, 5)).toBe(true);
+    } finally {
+      supervisor.kill('SIGKILL');
+    }
+    try {
+      expect(await waitFor(() => workers.every(gone), 30_000, 100)).toBe(true);
+    } finally {
+      for (const pid of workers.filter((p) => !gone(p))) process.kill(pid, 'SIGKILL');
+    }
+  }, 60_000);
 });

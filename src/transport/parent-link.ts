@@ -21,6 +21,13 @@ export class ParentLink implements OnModuleDestroy {
     if (dpRole(config) !== 'worker' || !process.send) return;
     this.channel = new IpcChannel(process);
     process.once('disconnect', this.onDisconnect);
+    // A supervisor that died while this worker was still loading disconnected before
+    // anyone listened: the event is gone, but the channel says so (dp-worker-orphaned-at-
+    // boot: such a worker finished starting and ran on, parentless).
+    if (!process.connected) {
+      process.off('disconnect', this.onDisconnect);
+      this.onDisconnect();
+    }
   }
 
   handle(type: string, handler: (payload: unknown) => unknown): void {
