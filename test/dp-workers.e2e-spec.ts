@@ -10,7 +10,7 @@ import { freshBucket } from './support/kv-registry';
 import { dataUri, image } from './support/media';
 import type { WorkerView } from '../src/dispatch/worker-supervisor.service';
 import { freePort } from './support/nats-server';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { exited, startServiceProcess, type ServiceProcess } from './support/service-process';
 import { recordFault } from './support/fault-report';
 import { METRICS, type MetricSpec } from '../src/metrics/catalogue';
 
@@ -66,14 +66,7 @@ const allAlive = (url: string, headers: Record<string, string> = {}) =>
     30_000,
     100,
   );
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const alive = (pid: number) => !exited(pid);
 
 describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
   let svc: ServiceProcess;

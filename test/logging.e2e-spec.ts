@@ -1,11 +1,10 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { waitFor } from './support/calls';
 import { freePort } from './support/nats-server';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { childPids, startServiceProcess, type ServiceProcess } from './support/service-process';
 import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 
 /** The log lines an operator greps by req_id: NATS lines carry the dp_type, none repeats req_id. */
@@ -237,12 +236,7 @@ describe('terminal output (e2e, built service under a pty)', () => {
       expect(out).not.toMatch(/^\{"level"/m);
     } finally {
       // Stop the service itself (script's child) by PID, then script.
-      const children = readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8')
-        .trim()
-        .split(/\s+/)
-        .filter(Boolean)
-        .map(Number);
-      for (const pid of children) process.kill(pid, 'SIGTERM');
+      for (const pid of childPids(proc.pid!)) process.kill(pid, 'SIGTERM');
       await new Promise((r) => proc.once('exit', r));
     }
   }, 60_000);

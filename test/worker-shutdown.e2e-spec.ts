@@ -1,10 +1,9 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 import { sharedNatsUrl, startTestApp, uniquePrefix } from './support/app';
 import { waitFor } from './support/calls';
 import { freePort } from './support/nats-server';
-import { MAIN } from './support/service-process';
+import { childPids, exited, MAIN } from './support/service-process';
 
 /**
  * worker-terminated-mid-native: closing the app while the inference worker was still
@@ -30,15 +29,6 @@ it('closing the app at any moment after start never aborts the process', async (
  * channel's 'disconnect' only once the app is built; a disconnect before that was missed.
  */
 describe('a DP worker whose supervisor dies while it loads (e2e, built service)', () => {
-  const gone = (pid: number) => {
-    try {
-      // An exited orphan may linger as a zombie until PID 1 reaps it: that is gone too.
-      return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
-    } catch {
-      return true;
-    }
-  };
-
   it('exits on its own instead of running orphaned', async () => {
     const supervisor = spawn(process.execPath, [...SERVICE_NODE_FLAGS, MAIN], {
       env: {
@@ -51,23 +41,19 @@ describe('a DP worker whose supervisor dies while it loads (e2e, built service)'
       },
       stdio: 'ignore', // the workers inherit it: no pipe of this process to hold open
     });
-    const children = () =>
-      readFileSync(`/proc/${supervisor.pid}/task/${supervisor.pid}/children`, 'utf8')
-        .trim()
-        .split(/\s+/)
-        .filter(Boolean)
-        .map(Number);
     let workers: number[] = [];
     try {
       // Forked at start-up; killed the moment both exist, long before they have loaded.
-      expect(await waitFor(() => (workers = children()).length === 2, 20_000, 5)).toBe(true);
+      expect(
+        await waitFor(() => (workers = childPids(supervisor.pid!)).length === 2, 20_000, 5),
+      ).toBe(true);
     } finally {
       supervisor.kill('SIGKILL');
     }
     try {
-      expect(await waitFor(() => workers.every(gone), 30_000, 100)).toBe(true);
+      expect(await waitFor(() => workers.every(exited), 30_000, 100)).toBe(true);
     } finally {
-      for (const pid of workers.filter((p) => !gone(p))) process.kill(pid, 'SIGKILL');
+      for (const pid of workers.filter((p) => !exited(p))) process.kill(pid, 'SIGKILL');
     }
   }, 60_000);
 });

@@ -13,9 +13,8 @@
  * load itself and nats-server: at twice the sustainable wait_metadata rate the service
  * answered 0.45–0.69 of its sustainable rate ok, and 0.75–0.88 with 64 MiB, in the same
  * five runs (bench/results/overload.md, last row; 128 MiB measured the same as 64, 32 in
- * between).
- * The young generation grows to it only while calls survive collection, and shrinks back
- * when idle.
+ * between). The young generation grows to it only while calls survive collection, and
+ * shrinks back when idle.
  */
 export const SERVICE_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
 

@@ -71,6 +71,27 @@ export async function startServiceProcess(
   };
 }
 
+/** The PIDs of `pid`'s child processes now (Linux: its main thread's `children`). */
+export function childPids(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number);
+}
+
+/**
+ * Whether process `pid` has exited: no longer there, or a zombie (an orphan that exited
+ * lingers as one until PID 1 reaps it, and a signal 0 still reaches it).
+ */
+export function exited(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
 /** SIGTERM, then SIGKILL after 8 s; resolves when the process (by its PID) has exited. */
 export async function stopProcess(proc: ChildProcess): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
