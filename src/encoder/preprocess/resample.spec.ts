@@ -31,4 +31,14 @@ describe('BicubicResampler (Pillow BICUBIC, bit for bit)', () => {
     expect(r.resize(src, 4, 3, 4, 3)).toBe(src);
     expect(() => r.resize(src, 5, 3, 2, 2)).toThrow('source is not inW × inH RGB');
   });
+
+  it('is one resampler per thread, whose memory serves every resize (no fresh pages each time)', async () => {
+    expect(await loadBicubicResampler()).toBe(r);
+    const memory = () => (r as unknown as { kept?: { memory: WebAssembly.Memory } }).kept?.memory;
+    r.resize(src, 4, 3, 6, 2);
+    const first = memory();
+    expect(first).toBeInstanceOf(WebAssembly.Memory);
+    r.resize(src, 4, 3, 3, 5);
+    expect(memory()).toBe(first);
+  });
 });
