@@ -68,8 +68,8 @@ function coefficients(inSize: number, outSize: number): Coeffs {
 /**
  * This thread's resampler: wabt assembles the kernels once, and the one instance keeps its
  * memory between resizes. A resampler per resize (as the preprocessing worker once made)
- * touched fresh WebAssembly memory on every image: 1,780 page faults per 1024×768 photo,
- * measured with perf, about 5 core-ms of its 35.
+ * touched fresh WebAssembly memory on every image: 1,780 page faults per 1024×768 photo
+ * (perf), and that thread's CPU per photo fell from 37.5 to 26.7 core-ms without them.
  */
 let resampler: Promise<BicubicResampler> | undefined;
 
