@@ -1,8 +1,15 @@
 /**
  * The encode path's stages without the service, as encode-cost measures them: decode
- * (bytes → RGB), resize (to the smart-resize size, by the worker's rule), patchify (into
- * a fresh output, as the service's preprocessing thread does), and the bare ORT forward.
- * Shared by the benchmark process and its bare-chain child (chain-cost.ts).
+ * (bytes → RGB), resize (to the smart-resize size, by the worker's rule), patchify, and the
+ * bare ORT forward. Shared by the benchmark process and its child (chain-cost.ts).
+ *
+ * Patchify writes into one output kept across calls: the bare stages are the least work
+ * the path can do, so that what the service adds shows as its overhead. A fresh 18.8 MB
+ * output per 1024×768 image was not free in a process whose ORT session shares its malloc
+ * arena: 880 page faults per image (about 3.7 core-ms, perf), while the service's
+ * preprocessing thread, whose arena holds only its own buffers, got its fresh outputs from
+ * malloc without faults (30 per image). Compared with a chain that paid them, the service
+ * looked that much cheaper than it was.
  */
 import { InferenceSession } from 'onnxruntime-node';
 import sharp from 'sharp';
@@ -43,8 +50,9 @@ export async function bareStages(file: Buffer, session: InferenceSession) {
             .toBuffer()
         : resampler.resize(rgb, meta.width, meta.height, w, h);
   const resized = await resize();
-  const pix = () => patchify([resized], h, w);
-  const { data, grid } = pix();
+  const { data, grid } = patchify([resized], h, w);
+  const kept = new Float32Array(data.length);
+  const pix = () => patchify([resized], h, w, kept);
   const feeds = modelInputs(session, 'vision', data, [[grid.t, grid.h, grid.w]]);
   const forward = () => session.run(feeds);
   /** What the service does with the same file: decode, resize, patchify, forward. */
@@ -59,5 +67,5 @@ export async function bareStages(file: Buffer, session: InferenceSession) {
     : shrink
       ? 'libvips reduce'
       : 'exact Pillow bicubic';
-  return { h, w, resized, data, grid, decode, resize, resizeKind, pix, forward, chain };
+  return { data, grid, decode, resize, resizeKind, pix, forward, chain };
 }

@@ -1,13 +1,14 @@
 /**
- * Child process of encode-cost: the bare chain (decode, resize, patchify, forward) and the
- * bare forward that the service is paired with, in a process of its own. The service
- * preprocesses in a worker thread whose heap holds little; in the benchmark's own process
- * (images, sessions, results) each patchify's fresh 18.8 MB output at 1024×768 cost 4–13
- * core-ms more than a reused one, in collections of that large heap, and the service's
- * overhead was measured against that inflated chain.
+ * Child process of encode-cost: the bare stages (decode, resize, patchify), the bare
+ * chain (all of them and the forward) and the bare forward, in a process of its own. The
+ * service preprocesses in a worker thread whose heap holds little; in the benchmark's own
+ * process (images, sessions, results) the same work also paid for collections of that
+ * large heap (4–13 core-ms more per 1024×768 patchify), which neither the service nor
+ * the reference Python processor pays.
  *
- * Usage: forked with the image's path; answers each IPC message 'chain' or 'forward' with
- * its core-ms (process CPU, every thread), and 'ready' once loaded.
+ * Usage: forked with the image's path; answers each IPC message (a stage name: 'decode',
+ * 'resize', 'patchify', 'forward' or 'chain') with its core-ms (process CPU, every
+ * thread), and 'ready' once loaded.
  */
 import { readFileSync } from 'node:fs';
 import sharp from 'sharp';
@@ -15,17 +16,26 @@ import { bareStages, benchSession } from './bare-stages';
 
 sharp.concurrency(1);
 
+export const CHILD_STAGES = ['decode', 'resize', 'patchify', 'forward', 'chain'] as const;
+export type ChildStage = (typeof CHILD_STAGES)[number];
+
 async function main() {
   const stages = await bareStages(readFileSync(process.argv[2]!), await benchSession());
-  process.on('message', (cmd: unknown) => {
+  const run: Record<ChildStage, () => unknown> = {
+    decode: stages.decode,
+    resize: stages.resize,
+    patchify: stages.pix,
+    forward: stages.forward,
+    chain: stages.chain,
+  };
+  process.on('message', (cmd: ChildStage) => {
     const c0 = process.cpuUsage();
-    const run = cmd === 'chain' ? stages.chain() : stages.forward();
-    void run.then(() => {
+    void Promise.resolve(run[cmd]()).then(() => {
       const c = process.cpuUsage(c0);
       process.send!((c.user + c.system) / 1000);
     });
   });
-  process.send!('ready');
+  process.send!({ ready: true, resizeKind: stages.resizeKind });
 }
 
-void main();
+if (require.main === module) void main();
