@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
-import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
+import { SERVICE_ENV, SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 import { freePort } from '../test/support/nats-server';
 import { stopProcess } from '../test/support/service-process';
 
@@ -48,7 +48,13 @@ export async function startService(
   // Extra V8/Node flags for a diagnosis run (for example `--trace-gc`), space-separated.
   nodeArgs.push(...(process.env.EPD_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
   const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', 'main.js')], {
-    env: { ...process.env, EPD_HTTP_PORT: String(port), EPD_LOG_LEVEL: 'warn', ...env },
+    env: {
+      ...SERVICE_ENV,
+      ...process.env,
+      EPD_HTTP_PORT: String(port),
+      EPD_LOG_LEVEL: 'warn',
+      ...env,
+    },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   // At once, so that the threads the service starts inherit it, and again once it is up.

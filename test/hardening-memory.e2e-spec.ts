@@ -26,8 +26,7 @@ describe('amplification-memory (e2e, built service process)', () => {
       EPD_NATS_URL: sharedNatsUrl(),
       EPD_SUBJECT_PREFIX: uniquePrefix(),
       EPD_MEDIA_ROOT: mediaRoot,
-      // As scripts/start.sh runs it (npm start).
-      MALLOC_ARENA_MAX: '2',
+      // MALLOC_ARENA_MAX=2, as every launcher sets it: startServiceProcess adds SERVICE_ENV.
     });
     // Warm up: the first encode loads the models and the worker threads.
     await post('/encode', encodeBody('warm', [dataUri(await flatPng(224), 'image/png')]));

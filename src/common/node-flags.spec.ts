@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { missingServiceFlags, SERVICE_NODE_FLAGS } from './node-flags';
+import { missingServiceFlags, SERVICE_ENV, SERVICE_NODE_FLAGS } from './node-flags';
 
 const ROOT = join(__dirname, '..', '..');
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
@@ -10,9 +10,20 @@ describe('SERVICE_NODE_FLAGS', () => {
     const flags = SERVICE_NODE_FLAGS.join(' ');
     expect(read('scripts/start.sh')).toContain(`node ${flags} dist/main.js`);
     const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
-    expect(pkg.scripts['start:prod']).toBe(`node ${flags} dist/main.js`);
+    expect(pkg.scripts['start:prod']).toMatch(new RegExp(`(^| )node ${flags} dist/main\\.js$`));
     const cmd = /^CMD (\[.*\])$/m.exec(read('Dockerfile'))?.[1];
     expect(JSON.parse(cmd ?? '[]')).toEqual(['node', ...SERVICE_NODE_FLAGS, 'dist/main.js']);
+  });
+
+  it('SERVICE_ENV is set by every launcher, unless the caller set it already', () => {
+    const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
+    const start = read('scripts/start.sh');
+    const docker = read('Dockerfile');
+    for (const [name, value] of Object.entries(SERVICE_ENV)) {
+      expect(start).toContain(`export ${name}="\${${name}:-${value}}"`);
+      expect(pkg.scripts['start:prod']).toContain(`${name}=\${${name}:-${value}} `);
+      expect(docker).toMatch(new RegExp(`^\\s*${name}=${value}\\b`, 'm'));
+    }
   });
 
   it('are missing unless on the command line or in NODE_OPTIONS, whatever their value or spelling', () => {

@@ -19,6 +19,20 @@
 export const SERVICE_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
 
 /**
+ * The environment the service is launched with, unless the caller sets it: scripts/start.sh,
+ * `npm run start:prod`, the Dockerfile, and the tests and benchmarks that start it (so that
+ * they measure it as deployed).
+ *
+ * `MALLOC_ARENA_MAX=2`: glibc gives every thread its own malloc arena and rarely returns
+ * their freed pages; the worker threads (preprocessing, ONNX Runtime) then keep the peak
+ * of a large request resident. Two arenas measured ~55 MB less after release, at no
+ * throughput cost, and fewer fresh pages per encode: 70 page faults per 448² encode
+ * against 230 with glibc's default (buffers made in one thread and freed in another are
+ * reused sooner).
+ */
+export const SERVICE_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
+
+/**
  * The flags of SERVICE_NODE_FLAGS this process was started without (neither on its command
  * line nor in NODE_OPTIONS), by name: main.ts warns about them.
  */

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SERVICE_NODE_FLAGS } from '../../src/common/node-flags';
+import { SERVICE_ENV, SERVICE_NODE_FLAGS } from '../../src/common/node-flags';
 import { freePort } from './nats-server';
 
 export const MAIN = join(__dirname, '..', '..', 'dist', 'main.js');
@@ -39,7 +39,13 @@ export async function startServiceProcess(
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first`);
   const port = await freePort();
   const proc = spawn(process.execPath, [...flags, MAIN], {
-    env: { ...process.env, EPD_HTTP_PORT: String(port), EPD_LOG_LEVEL: 'warn', ...env },
+    env: {
+      ...SERVICE_ENV,
+      ...process.env,
+      EPD_HTTP_PORT: String(port),
+      EPD_LOG_LEVEL: 'warn',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
