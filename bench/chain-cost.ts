@@ -8,7 +8,7 @@
  *
  * Usage: forked with the image's path; answers each IPC message (a stage name: 'decode',
  * 'resize', 'patchify', 'forward' or 'chain') with its core-ms (process CPU, every
- * thread), and 'ready' once loaded.
+ * thread) and page faults, and with the resize's kind once loaded.
  */
 import { readFileSync } from 'node:fs';
 import sharp from 'sharp';
@@ -18,6 +18,11 @@ sharp.concurrency(1);
 
 export const CHILD_STAGES = ['decode', 'resize', 'patchify', 'forward', 'chain'] as const;
 export type ChildStage = (typeof CHILD_STAGES)[number];
+/** A stage's cost in this process: core-ms, and minor page faults (fresh memory touched). */
+export interface ChildAnswer {
+  ms: number;
+  faults: number;
+}
 
 async function main() {
   const stages = await bareStages(readFileSync(process.argv[2]!), await benchSession());
@@ -30,9 +35,14 @@ async function main() {
   };
   process.on('message', (cmd: ChildStage) => {
     const c0 = process.cpuUsage();
+    const f0 = process.resourceUsage().minorPageFault;
     void Promise.resolve(run[cmd]()).then(() => {
       const c = process.cpuUsage(c0);
-      process.send!((c.user + c.system) / 1000);
+      const answer: ChildAnswer = {
+        ms: (c.user + c.system) / 1000,
+        faults: process.resourceUsage().minorPageFault - f0,
+      };
+      process.send!(answer);
     });
   });
   process.send!({ ready: true, resizeKind: stages.resizeKind });

@@ -46,7 +46,7 @@ import {
   writeReport,
 } from './common';
 import { bareStages, benchSession } from './bare-stages';
-import type { ChildStage } from './chain-cost';
+import type { ChildAnswer, ChildStage } from './chain-cost';
 import { startService } from './service-process';
 
 sharp.concurrency(1);
@@ -62,6 +62,12 @@ async function coreMs(fn: () => unknown): Promise<number> {
   await fn();
   const c = process.cpuUsage(c0);
   return (c.user + c.system) / 1000;
+}
+
+/** `pid`'s minor page faults so far, every thread (/proc/<pid>/stat, field 10). */
+function minorFaults(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
 }
 
 /** A thread's name (/proc comm), '' once it has exited. */
@@ -121,7 +127,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
     );
   // Preprocessing in the child (a small heap, as the service's preprocessing thread has);
   // each call answers with the child's core-ms. The rest in this process.
-  const inChild = (stage: ChildStage) => () => child.call(stage);
+  const inChild = (stage: ChildStage) => async () => (await child.call(stage)).ms;
   const stages: [string, () => unknown, boolean][] = [
     ['decode', inChild('decode'), true],
     [`resize (${child.resizeKind})`, inChild('resize'), true],
@@ -165,7 +171,7 @@ async function stagesProcess(path: string) {
   const call = async (stage: ChildStage) => {
     const got = next();
     child.send(stage);
-    return (await Promise.race([got, failed])) as number;
+    return (await Promise.race([got, failed])) as ChildAnswer;
   };
   return {
     resizeKind: ready.resizeKind,
@@ -266,6 +272,7 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
     async encode(): Promise<ThreadMs> {
       const c0 = processOnCpuMs(pid);
       const m0 = mainThreadMs(pid);
+      const f0 = minorFaults(pid);
       const p0 = cpu(threads.preprocessing);
       const i0 = cpu(threads.inference);
       const v0 = cpu(libvips);
@@ -277,6 +284,7 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
         preprocessing: cpu(threads.preprocessing) - p0,
         inference: cpu(threads.inference) - i0,
         libvips: cpu(libvips) - v0,
+        faults: minorFaults(pid) - f0,
       };
     },
     /** Stops it; returns its main thread's full collections per 100 measured encodes. */
@@ -302,11 +310,15 @@ interface ThreadMs {
   inference: number;
   /** libvips's worker threads: the decode. */
   libvips: number;
+  /** Minor page faults (fresh memory touched), every thread. */
+  faults: number;
 }
 
 interface Round {
   /** Per encode, over the round: the bare chain, its forward, and each service's. */
   bare: number;
+  /** Minor page faults per encode: the bare chain's, and each service's. */
+  bareFaults: number;
   forward: number;
   total: Record<string, number>;
   main: Record<string, number>;
@@ -321,15 +333,17 @@ interface Round {
  * between two runs). Each round gives one figure per service.
  */
 async function pairedRounds(
-  bare: { chain: () => Promise<number>; forward: () => Promise<number> },
+  bare: { chain: () => Promise<ChildAnswer>; forward: () => Promise<ChildAnswer> },
   services: Record<string, Awaited<ReturnType<typeof measuredService>>>,
 ): Promise<Round[]> {
   const rounds: Round[] = [];
   for (let b = 0; b < BLOCKS; b++) {
-    const r: Round = { bare: 0, forward: 0, total: {}, main: {}, threads: {} };
+    const r: Round = { bare: 0, bareFaults: 0, forward: 0, total: {}, main: {}, threads: {} };
     for (let k = 0; k < SERVICE_PER_BLOCK; k++) {
-      r.bare += await bare.chain();
-      r.forward += await bare.forward();
+      const chain = await bare.chain();
+      r.bare += chain.ms;
+      r.bareFaults += chain.faults;
+      r.forward += (await bare.forward()).ms;
       for (const [name, svc] of Object.entries(services)) {
         const ms = await svc.encode();
         r.total[name] = (r.total[name] ?? 0) + ms.total;
@@ -340,11 +354,13 @@ async function pairedRounds(
           preprocessing: 0,
           inference: 0,
           libvips: 0,
+          faults: 0,
         });
         for (const k of Object.keys(sum) as (keyof ThreadMs)[]) sum[k] += ms[k] / SERVICE_PER_BLOCK;
       }
     }
     r.bare /= SERVICE_PER_BLOCK;
+    r.bareFaults /= SERVICE_PER_BLOCK;
     r.forward /= SERVICE_PER_BLOCK;
     for (const name of Object.keys(services)) {
       r.total[name]! /= SERVICE_PER_BLOCK;
@@ -438,6 +454,7 @@ async function main() {
       preprocessing: median(rounds.map((x) => x.threads[svc]!.preprocessing)),
       inference: median(rounds.map((x) => x.threads[svc]!.inference)),
       libvips: median(rounds.map((x) => x.threads[svc]!.libvips)),
+      faults: median(rounds.map((x) => x.threads[svc]!.faults)),
       other: median(
         rounds.map((x) => {
           const t = x.threads[svc]!;
@@ -459,6 +476,8 @@ async function main() {
       servicePreprocessing: round(on.preprocessing, 2),
       serviceInference: round(on.inference, 2),
       serviceLibvips: round(on.libvips, 2),
+      serviceFaults: round(on.faults, 0),
+      bareFaults: round(median(rounds.map((x) => x.bareFaults)), 0),
       serviceReferenceShare: round((on.preprocessing + on.libvips) / median(python), 2),
       serviceOther: round(on.other, 2),
       majorGcsPer100: round(gcs.slab!, 1),
@@ -483,7 +502,7 @@ async function main() {
       ],
       [
         name,
-        `service process per encode (tokens ${s.tokens}; overhead beyond the bare chain: ${s.overhead} ms (rounds ${overheads('slab')}), ${s.overheadShare}% of the forward; main thread ${s.serviceMain} ms, with ${s.majorGcsPer100} full collections per 100 encodes; the preprocessing thread ${s.servicePreprocessing} ms and libvips's decode threads ${s.serviceLibvips} ms (together ${s.serviceReferenceShare}× the Python reference's time), the inference thread ${s.serviceInference} ms, every other thread ${s.serviceOther} ms: ONNX Runtime's intra-op pool, V8's helpers, libuv)`,
+        `service process per encode (tokens ${s.tokens}; overhead beyond the bare chain: ${s.overhead} ms (rounds ${overheads('slab')}), ${s.overheadShare}% of the forward; main thread ${s.serviceMain} ms, with ${s.majorGcsPer100} full collections per 100 encodes; the preprocessing thread ${s.servicePreprocessing} ms and libvips's decode threads ${s.serviceLibvips} ms (together ${s.serviceReferenceShare}× the Python reference's time), the inference thread ${s.serviceInference} ms, every other thread ${s.serviceOther} ms: ONNX Runtime's intra-op pool, V8's helpers, libuv; ${s.serviceFaults} page faults per encode, the bare chain ${s.bareFaults})`,
         String(s.service),
         spread(rounds.map((x) => x.total.slab!)),
       ],
@@ -549,6 +568,7 @@ async function main() {
       `No accelerator here: the fused-batch goal that applies is "no worse than separate forwards" (≥ 0.95×); the ≥ 1.5× batching goal applies on a GPU. The figure is the median over ${BATCH_BLOCKS} paired blocks (8 separate 448² forwards and one fused forward of 8, in alternating order) of each block's ratio; blocks ranged ${batch.ratios}.`,
       'The service figure includes what the bare stages do not: NATS, JSON, the data-URI decode, the staging copy and the bookkeeping, and the V8 helper threads (garbage collection, compilation).',
       `Each service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} rounds of ${SERVICE_PER_BLOCK} encodes, alternated one at a time with the bare chain and the bare forward in a process of their own (chain-cost.ts; its CPU time of every thread; the service's CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). The overhead is the service's CPU per encode minus the bare chain's, per round, and its share is of that round's forward: this machine's speed drifts by 2× within minutes, and figures taken even seconds apart measured the drift (−2 to +13 ms per 1024×768 image between two runs when the service ran in blocks after the stages). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
+      "Page faults per encode (minor faults, /proc/<pid>/stat; the bare chain's from its own getrusage) show memory the path touches fresh on every image instead of reusing: the preprocessing worker once made a Pillow resampler per resize, whose new WebAssembly memory cost 1,780 faults and ~10 core-ms per 1024x768 image; this figure is where such a regression shows first.",
       'The staging slab (EPD_STAGING_SLAB_BYTES) keeps staged embeddings out of the main isolate: the inference thread writes them into one shared buffer, which V8 does not count as external memory of the main thread, so they no longer drive its collections. The second service row is the same service without it, measured in the same rounds.',
     ],
   });
