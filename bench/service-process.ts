@@ -33,6 +33,14 @@ export function setProcessPriority(pid: number, priority: number): void {
 const restorePriority = (pid: number) => setProcessPriority(pid, STARTING_PRIORITY);
 
 /**
+ * The environment without the benchmarks' own EPD_BENCH_* settings: they are read here,
+ * and the service would warn about each as an unknown EPD_ variable.
+ */
+function withoutBenchSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('EPD_BENCH_')));
+}
+
+/**
  * Starts `node dist/main.js` on a free port, launched as npm start launches it (`flags`,
  * SERVICE_NODE_FLAGS unless a benchmark compares without them), and waits until /health
  * is 200.
@@ -50,7 +58,7 @@ export async function startService(
   const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', 'main.js')], {
     env: {
       ...SERVICE_ENV,
-      ...process.env,
+      ...withoutBenchSettings(process.env),
       EPD_HTTP_PORT: String(port),
       EPD_LOG_LEVEL: 'warn',
       ...env,
