@@ -41,4 +41,18 @@ describe('BicubicResampler (Pillow BICUBIC, bit for bit)', () => {
     r.resize(src, 4, 3, 3, 5);
     expect(memory()).toBe(first);
   });
+
+  it('gives a resize beyond what it keeps (32 MiB) memory of its own, and keeps its own as it was', () => {
+    const kept = () => (r as unknown as { kept?: { memory: WebAssembly.Memory } }).kept?.memory;
+    r.resize(src, 4, 3, 6, 2);
+    const before = kept()!;
+    const size = before.buffer.byteLength;
+    // 6000×1000 → 6000×1001: 18 MB of source rows and 18 MB of output, 36 MB in all.
+    const big = new Uint8Array(6000 * 1000 * 3).fill(100);
+    const out = r.resize(big, 6000, 1000, 6000, 1001);
+    expect(out.length).toBe(6000 * 1001 * 3);
+    expect(out[12345]).toBe(100);
+    expect(kept()).toBe(before);
+    expect(before.buffer.byteLength).toBe(size);
+  });
 });

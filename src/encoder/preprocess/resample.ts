@@ -101,8 +101,13 @@ const PAGE = 65536;
 /** Slack after each region: the kernels read and write up to 15 bytes past it. */
 const SLACK = 16;
 const align = (n: number) => Math.ceil(n / SLACK) * SLACK;
-/** Memory kept between resizes, per thread: enough for a 4K frame's three regions. */
-const KEEP_BYTES = 96 * 1024 * 1024;
+/**
+ * Memory kept between resizes, per thread (WebAssembly memory never shrinks, so this is
+ * what a preprocessing thread may hold for good). An upscale within the default
+ * EPD_MAX_PIXELS (~1M pixels) needs at most ~10 MB for its three regions; 32 MiB covers
+ * up to ~3.5M output pixels. A larger resize gets memory of its own, used once.
+ */
+const KEEP_BYTES = 32 * 1024 * 1024;
 
 export class BicubicResampler {
   private kept?: { memory: WebAssembly.Memory; k: Kernels };
@@ -111,9 +116,9 @@ export class BicubicResampler {
 
   /**
    * An instance whose memory holds \`bytes\`. Up to KEEP_BYTES the memory is kept for the
-   * next resize (fresh pages cost a page fault each: ~1.5 ms for a 1024×768 photo); a
-   * larger one is used once and left to the garbage collector, so a rare huge image does
-   * not pin its memory in the worker.
+   * next resize (fresh pages cost a page fault each: 1,780 and ~10 core-ms for a 1024×768
+   * photo); a larger one is used once and left to the garbage collector, so a rare huge
+   * image does not pin its memory in the worker.
    */
   private instance(bytes: number): { memory: WebAssembly.Memory; k: Kernels } {
     const pages = Math.ceil(bytes / PAGE);
