@@ -16,8 +16,7 @@ import { bareStages, benchSession } from './bare-stages';
 
 sharp.concurrency(1);
 
-export const CHILD_STAGES = ['decode', 'resize', 'patchify', 'forward', 'chain'] as const;
-export type ChildStage = (typeof CHILD_STAGES)[number];
+export type ChildStage = 'decode' | 'resize' | 'patchify' | 'forward' | 'chain';
 /** A stage's cost in this process: core-ms, and minor page faults (fresh memory touched). */
 export interface ChildAnswer {
   ms: number;
@@ -48,4 +47,4 @@ async function main() {
   process.send!({ ready: true, resizeKind: stages.resizeKind });
 }
 
-if (require.main === module) void main();
+void main();

@@ -125,24 +125,24 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
       bytes,
       Date.now() + 10_000,
     );
-  // Preprocessing in the child (a small heap, as the service's preprocessing thread has);
-  // each call answers with the child's core-ms. The rest in this process.
+  // Preprocessing in the child (a small heap, as the service's preprocessing thread has),
+  // which answers with its own core-ms; the rest in this process. Each gives core-ms.
   const inChild = (stage: ChildStage) => async () => (await child.call(stage)).ms;
-  const stages: [string, () => unknown, boolean][] = [
-    ['decode', inChild('decode'), true],
-    [`resize (${child.resizeKind})`, inChild('resize'), true],
-    ['patchify', inChild('patchify'), true],
-    ['forward (bare ORT)', forward, false],
-    ['float16 conversion (ORT Cast)', () => float16.convert(out), false],
-    ['bfloat16 conversion', () => toBfloat16Array(out), false],
-    ['send (TCP, with ack)', send, false],
+  const here = (fn: () => unknown) => () => coreMs(fn);
+  const stages: [string, () => Promise<number>][] = [
+    ['decode', inChild('decode')],
+    [`resize (${child.resizeKind})`, inChild('resize')],
+    ['patchify', inChild('patchify')],
+    ['forward (bare ORT)', here(forward)],
+    ['float16 conversion (ORT Cast)', here(() => float16.convert(out))],
+    ['bfloat16 conversion', here(() => toBfloat16Array(out))],
+    ['send (TCP, with ack)', here(send)],
   ];
   const rows: StageRow[] = stages.map(([stage]) => ({ image: name, stage, blocks: [] }));
   for (let b = 0; b < BLOCKS; b++) {
-    for (const [i, [, fn, answersMs]] of stages.entries()) {
+    for (const [i, [, fn]] of stages.entries()) {
       let total = 0;
-      for (let k = 0; k < PER_BLOCK; k++)
-        total += answersMs ? ((await fn()) as number) : await coreMs(fn);
+      for (let k = 0; k < PER_BLOCK; k++) total += await fn();
       rows[i]!.blocks.push(total / PER_BLOCK);
     }
   }
@@ -155,7 +155,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
 type Child = Awaited<ReturnType<typeof stagesProcess>>;
 
 /**
- * The bare stages, chain and forward for \`path\`, in a child process of their own
+ * The bare stages, chain and forward for `path`, in a child process of their own
  * (chain-cost.ts): each call answers with that process's core-ms.
  */
 async function stagesProcess(path: string) {
@@ -301,7 +301,7 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
   };
 }
 
-/** A service's core-ms per encode: its process, and its threads by role. */
+/** A service's core-ms per encode (its process, and its threads by role), and its page faults. */
 interface ThreadMs {
   total: number;
   main: number;
@@ -317,7 +317,7 @@ interface ThreadMs {
 interface Round {
   /** Per encode, over the round: the bare chain, its forward, and each service's. */
   bare: number;
-  /** Minor page faults per encode: the bare chain's, and each service's. */
+  /** The bare chain's minor page faults per encode (each service's are in `threads`). */
   bareFaults: number;
   forward: number;
   total: Record<string, number>;
