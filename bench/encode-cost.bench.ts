@@ -19,7 +19,7 @@
  *     service's overhead;
  *   - a fused forward of 8 images against 8 separate forwards.
  */
-import { execFileSync, fork } from 'node:child_process';
+import { execFileSync, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +33,7 @@ import { modelInputs } from '../src/encoder/backend/model-inputs';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { TcpEmbeddingSender } from '../src/transfer/tcp-sender.service';
 import { NatsServer } from '../test/support/nats-server';
+import { stopProcess } from '../test/support/service-process';
 import {
   machine,
   mainThreadMs,
@@ -301,6 +302,68 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
   };
 }
 
+/**
+ * A floor for the service's own CPU (nats-floor.ts): a bare responder in a process of its
+ * own that parses the same request and decodes its image, measured as the service is.
+ * `nest` is a bare NestJS microservice, the shape the service is built in; its requests
+ * carry Nest's envelope.
+ */
+async function floorProcess(mode: 'raw' | 'nest', file: Buffer) {
+  const nats = await NatsServer.start();
+  const subject = `floor.${mode}`;
+  const proc = spawn(
+    process.execPath,
+    [join(__dirname, 'nats-floor.js'), mode, nats.url, subject],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((resolve, reject) => {
+    proc.stdout.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
+    proc.once('exit', (code) => reject(new Error(`nats-floor ${mode} exited with ${code}`)));
+  });
+  const pid = proc.pid!;
+  const nc = await connect({ servers: nats.url });
+  const item = `data:image/jpeg;base64,${file.toString('base64')}`;
+  let n = 0;
+  const call = async () => {
+    const req = {
+      req_id: `f${n++}`,
+      modality: 'image',
+      mm_items: [item],
+      num_parts: 1,
+      part_idx: 0,
+    };
+    const body = mode === 'nest' ? { pattern: subject, data: req, id: req.req_id } : req;
+    const reply = (await nc.request(subject, JSON.stringify(body), { timeout: 60_000 })).json<{
+      response?: unknown;
+    }>();
+    if (!reply.response) throw new Error(`nats-floor ${mode}: ${JSON.stringify(reply)}`);
+  };
+  for (let i = 0; i < SERVICE_WARMUP; i++) await call();
+  return {
+    async encode(): Promise<ThreadMs> {
+      const c0 = processOnCpuMs(pid);
+      const m0 = mainThreadMs(pid);
+      const f0 = minorFaults(pid);
+      await call();
+      return {
+        total: processOnCpuMs(pid) - c0,
+        main: mainThreadMs(pid) - m0,
+        preprocessing: 0,
+        inference: 0,
+        libvips: 0,
+        faults: minorFaults(pid) - f0,
+      };
+    },
+    /** Stops it; it has no collections to report (0). */
+    async stop(): Promise<number> {
+      await nc.close();
+      await stopProcess(proc);
+      await nats.dispose();
+      return 0;
+    },
+  };
+}
+
 /** A service's core-ms per encode (its process, and its threads by role), and its page faults. */
 interface ThreadMs {
   total: number;
@@ -432,6 +495,8 @@ async function main() {
       const services = {
         slab: await measuredService(file),
         noSlab: await measuredService(file, { EPD_STAGING_SLAB_BYTES: '0' }),
+        floorRaw: await floorProcess('raw', file),
+        floorNest: await floorProcess('nest', file),
       };
       try {
         rounds = await pairedRounds(bare, services);
@@ -490,6 +555,16 @@ async function main() {
       noSlabOverheadShare: round(100 * off.share, 1),
       float16: round(m('float16'), 3),
       bfloat16: round(m('bfloat16'), 3),
+      floorRaw: round(median(rounds.map((x) => x.total.floorRaw!)), 2),
+      floorNest: round(median(rounds.map((x) => x.total.floorNest!)), 2),
+      floorNestMain: round(median(rounds.map((x) => x.main.floorNest!)), 2),
+      // What the service adds beyond the bare chain and the NestJS floor, per round.
+      beyondFloor: round(median(rounds.map((x) => x.total.slab! - x.bare - x.total.floorNest!)), 2),
+      beyondFloorShare: round(
+        100 * median(rounds.map((x) => (x.total.slab! - x.bare - x.total.floorNest!) / x.forward)),
+        1,
+      ),
+      floorNestShare: round(100 * median(rounds.map((x) => x.total.floorNest! / x.forward)), 1),
     };
     const s = summary[name];
     const overheads = (svc: string) => spread(rounds.map((x) => x.total[svc]! - x.bare));
@@ -511,6 +586,18 @@ async function main() {
         `the same without the staging slab (EPD_STAGING_SLAB_BYTES=0; overhead ${s.noSlabOverhead} ms (rounds ${overheads('noSlab')}), ${s.noSlabOverheadShare}%; main thread ${s.noSlabMain} ms, with ${s.noSlabMajorGcsPer100} full collections per 100 encodes)`,
         String(s.noSlabService),
         spread(rounds.map((x) => x.total.noSlab!)),
+      ],
+      [
+        name,
+        'floor: a bare nats.js responder in a process of its own, answering the same request (JSON parse, base64 decode of the image, a small reply)',
+        String(s.floorRaw),
+        spread(rounds.map((x) => x.total.floorRaw!)),
+      ],
+      [
+        name,
+        `floor: a bare NestJS microservice (Nest's NATS transport, one @MessagePattern handler) doing the same: ${s.floorNestShare}% of the forward (main thread ${s.floorNestMain} ms); the service beyond the bare chain and this floor: ${s.beyondFloor} ms, ${s.beyondFloorShare}% of the forward`,
+        String(s.floorNest),
+        spread(rounds.map((x) => x.total.floorNest!)),
       ],
     );
     if (name === '448x448')
@@ -569,6 +656,7 @@ async function main() {
       'The service figure includes what the bare stages do not: NATS, JSON, the data-URI decode, the staging copy and the bookkeeping, and the V8 helper threads (garbage collection, compilation).',
       `Each service is measured after ${SERVICE_WARMUP} warm-up encodes, in ${BLOCKS} rounds of ${SERVICE_PER_BLOCK} encodes, alternated one at a time with the bare chain and the bare forward in a process of their own (chain-cost.ts; its CPU time of every thread; the service's CPU time of every thread from schedstat, at ns resolution; the main thread's full collections from the service's nodejs_gc_duration_seconds). The overhead is the service's CPU per encode minus the bare chain's, per round, and its share is of that round's forward: this machine's speed drifts by 2× within minutes, and figures taken even seconds apart measured the drift (−2 to +13 ms per 1024×768 image between two runs when the service ran in blocks after the stages). A fresh process costs more per encode while V8 compiles its hot paths: 20 core-ms per 448² encode over its first 20, measured.`,
       "Page faults per encode (minor faults, /proc/<pid>/stat; the bare chain's from its own getrusage) show memory the path touches fresh on every image instead of reusing: the preprocessing worker once made a Pillow resampler per resize, whose new WebAssembly memory cost 1,780 faults and ~10 core-ms per 1024x768 image; this figure is where such a regression shows first.",
+      "The floors answer the same request as the service, in the same rounds, doing only what the wire format makes any NATS encoder do on its main thread: parse the JSON and decode the image's base64. The NestJS one is the shape the service is built in (its requests carry Nest's envelope). Its CPU per call, against the forward, is how much of the ≤ 10% goal the shape itself takes before the service does any work of its own; the service's figure beyond the bare chain and this floor is what its own code (validation, planning and admission, three thread hand-offs, staging, bookkeeping, metrics, tracing) adds.",
       'The staging slab (EPD_STAGING_SLAB_BYTES) keeps staged embeddings out of the main isolate: the inference thread writes them into one shared buffer, which V8 does not count as external memory of the main thread, so they no longer drive its collections. The second service row is the same service without it, measured in the same rounds.',
     ],
   });
