@@ -225,6 +225,45 @@ print(' '.join(str(x) for x in blocks))
 const SERVICE_WARMUP = QUICK ? 25 : 50;
 const SERVICE_PER_BLOCK = QUICK ? 6 : 12;
 
+/** The encode request every measured process answers: one image, as a data URI. */
+const encodeBody = (reqId: string, item: string) => ({
+  req_id: reqId,
+  modality: 'image',
+  mm_items: [item],
+  num_parts: 1,
+  part_idx: 0,
+});
+
+/** Threads of a measured process by role, by operating-system id (none for a floor). */
+type Roles = Record<'preprocessing' | 'inference' | 'libvips', number[]>;
+
+/**
+ * One call's cost in process `pid`: its CPU (every thread), its main thread's, each role's
+ * threads', and its minor page faults.
+ */
+async function measureCall(
+  pid: number,
+  roles: Roles,
+  call: () => Promise<void>,
+): Promise<ThreadMs> {
+  const cpu = (tids: number[]) => tids.reduce((ms, tid) => ms + threadOnCpuMs(pid, tid), 0);
+  const c0 = processOnCpuMs(pid);
+  const m0 = mainThreadMs(pid);
+  const f0 = minorFaults(pid);
+  const p0 = cpu(roles.preprocessing);
+  const i0 = cpu(roles.inference);
+  const v0 = cpu(roles.libvips);
+  await call();
+  return {
+    total: processOnCpuMs(pid) - c0,
+    main: mainThreadMs(pid) - m0,
+    preprocessing: cpu(roles.preprocessing) - p0,
+    inference: cpu(roles.inference) - i0,
+    libvips: cpu(roles.libvips) - v0,
+    faults: minorFaults(pid) - f0,
+  };
+}
+
 /**
  * A service process encoding `file` over NATS, one encode at a time, each measured: the
  * process's CPU (every thread, schedstat, ns) and its main thread's.
@@ -239,17 +278,9 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
   const encode = async () => {
     const reqId = `c${n++}`;
     const reply = (
-      await nc.request(
-        'cost.v1.encode',
-        JSON.stringify({
-          req_id: reqId,
-          modality: 'image',
-          mm_items: [item],
-          num_parts: 1,
-          part_idx: 0,
-        }),
-        { timeout: 60_000 },
-      )
+      await nc.request('cost.v1.encode', JSON.stringify(encodeBody(reqId, item)), {
+        timeout: 60_000,
+      })
     ).json<{ response?: unknown; err?: unknown }>();
     if (!reply.response) throw new Error(JSON.stringify(reply.err));
     nc.publish('cost.v1.release', JSON.stringify({ req_id: reqId }));
@@ -266,27 +297,14 @@ async function measuredService(file: Buffer, env: Record<string, string> = {}) {
   const libvips = readdirSync(`/proc/${pid}/task`)
     .map(Number)
     .filter((tid) => threadName(pid, tid).startsWith('libvips'));
-  const cpu = (tids: number[]) => tids.reduce((ms, tid) => ms + threadOnCpuMs(pid, tid), 0);
+  const roles: Roles = { ...threads, libvips };
   let measured = 0;
   return {
     /** One encode's core-ms: the process, its main thread, preprocessing and inference threads. */
     async encode(): Promise<ThreadMs> {
-      const c0 = processOnCpuMs(pid);
-      const m0 = mainThreadMs(pid);
-      const f0 = minorFaults(pid);
-      const p0 = cpu(threads.preprocessing);
-      const i0 = cpu(threads.inference);
-      const v0 = cpu(libvips);
-      await encode();
+      const ms = await measureCall(pid, roles, encode);
       measured++;
-      return {
-        total: processOnCpuMs(pid) - c0,
-        main: mainThreadMs(pid) - m0,
-        preprocessing: cpu(threads.preprocessing) - p0,
-        inference: cpu(threads.inference) - i0,
-        libvips: cpu(libvips) - v0,
-        faults: minorFaults(pid) - f0,
-      };
+      return ms;
     },
     /** Stops it; returns its main thread's full collections per 100 measured encodes. */
     async stop(): Promise<number> {
@@ -325,13 +343,7 @@ async function floorProcess(mode: 'raw' | 'nest', file: Buffer) {
   const item = `data:image/jpeg;base64,${file.toString('base64')}`;
   let n = 0;
   const call = async () => {
-    const req = {
-      req_id: `f${n++}`,
-      modality: 'image',
-      mm_items: [item],
-      num_parts: 1,
-      part_idx: 0,
-    };
+    const req = encodeBody(`f${n++}`, item);
     const body = mode === 'nest' ? { pattern: subject, data: req, id: req.req_id } : req;
     const reply = (await nc.request(subject, JSON.stringify(body), { timeout: 60_000 })).json<{
       response?: unknown;
@@ -340,20 +352,8 @@ async function floorProcess(mode: 'raw' | 'nest', file: Buffer) {
   };
   for (let i = 0; i < SERVICE_WARMUP; i++) await call();
   return {
-    async encode(): Promise<ThreadMs> {
-      const c0 = processOnCpuMs(pid);
-      const m0 = mainThreadMs(pid);
-      const f0 = minorFaults(pid);
-      await call();
-      return {
-        total: processOnCpuMs(pid) - c0,
-        main: mainThreadMs(pid) - m0,
-        preprocessing: 0,
-        inference: 0,
-        libvips: 0,
-        faults: minorFaults(pid) - f0,
-      };
-    },
+    encode: (): Promise<ThreadMs> =>
+      measureCall(pid, { preprocessing: [], inference: [], libvips: [] }, call),
     /** Stops it; it has no collections to report (0). */
     async stop(): Promise<number> {
       await nc.close();
