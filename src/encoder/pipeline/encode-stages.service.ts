@@ -25,6 +25,8 @@ export interface EncodeSize {
   dim: number;
   /** tokens × dim × the staging dtype's width: what the receiver allocates. */
   bytes: number;
+  /** Images: each item's smart-resized size (height, width), for the preprocessing. */
+  itemSizes: [number, number][];
 }
 
 /**
@@ -98,8 +100,8 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     const plan = this.ok(req, await this.preprocessor.plan(req.modality, items));
     checkPlan(plan, this.config.encoder, req.req_id);
     const dim = await this.dimOf(req.modality);
-    const { tokens, itemTokens } = plan;
-    return { tokens, itemTokens, dim, bytes: tokens * dim * this.bytesPerValue };
+    const { tokens, itemTokens, itemSizes } = plan;
+    return { tokens, itemTokens, itemSizes, dim, bytes: tokens * dim * this.bytesPerValue };
   }
 
   /** The embedding width of the model that encodes `modality`. */
@@ -112,7 +114,10 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   preprocess(req: EncodeRequest, items: Buffer[], size: EncodeSize): Promise<PreprocessOk> {
     return inSpan('preprocess', { 'epd.items': items.length }, async (span) => {
       const { audioMels } = await this.backend.info();
-      const pre = this.ok(req, await this.preprocessor.run(req.modality, items, audioMels));
+      const pre = this.ok(
+        req,
+        await this.preprocessor.run(req.modality, items, audioMels, size.itemSizes),
+      );
       if (pre.tokens !== size.tokens) {
         discard(pre.data);
         throw Errors.planMismatch(pre.tokens, size.tokens, req.req_id);

@@ -68,6 +68,7 @@ const plan: MediaPlan = {
   ok: true,
   tokens: TOKENS,
   itemTokens: [TOKENS],
+  itemSizes: [[56, 56]],
   decodedPixels: 56 * 56,
   sourceFrames: 0,
   keptFrames: 0,

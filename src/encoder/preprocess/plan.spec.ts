@@ -48,6 +48,35 @@ describe('media plan (headers only) agrees with the decode', () => {
     expect(p.decodedPixels).toBeGreaterThan(224 * 224);
   });
 
+  it("image: given the plan's sizes, the preprocessing reads no header again and gives the same values", async () => {
+    const items = [
+      await sharp({ create: { width: 1024, height: 768, channels: 3, background: 'teal' } })
+        .jpeg()
+        .toBuffer(),
+      await png(333, 71, 4),
+    ];
+    const p = (await plan(task('image', items))) as MediaPlan;
+    expect(p.itemSizes).toEqual([
+      [756, 1036],
+      [84, 336],
+    ]);
+    const probed = await preprocess(task('image', items));
+    const metadata = jest.spyOn(sharp.prototype, 'metadata');
+    try {
+      const planned = await preprocess({ ...task('image', items), sizes: p.itemSizes });
+      expect(metadata).not.toHaveBeenCalled();
+      expect(planned.ok && probed.ok).toBe(true);
+      if (planned.ok && probed.ok) {
+        expect(planned.grids).toEqual(probed.grids);
+        const bytes = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+        expect(planned.data.length).toBe(probed.data.length);
+        expect(bytes(planned.data).equals(bytes(probed.data))).toBe(true);
+      }
+    } finally {
+      metadata.mockRestore();
+    }
+  });
+
   it('video: an animated GIF longer than EPD_MAX_VIDEO_FRAMES is sampled, and only the kept frames count', async () => {
     const gif = canvasBombGif(300, 200, 21);
     const p = (await plan(task('video', [gif]))) as MediaPlan;
@@ -123,6 +152,7 @@ describe('request caps', () => {
     ok: true,
     tokens: 10,
     itemTokens: [10],
+    itemSizes: [],
     decodedPixels: 10,
     sourceFrames: 0,
     keptFrames: 0,

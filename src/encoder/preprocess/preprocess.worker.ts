@@ -136,9 +136,12 @@ const tokensOf = (frames: number, h: number, w: number) =>
  * ~600 MB at once, for 300 MB of output).
  */
 async function images(task: PreprocessTask): Promise<Produced> {
-  const sizes: [number, number][] = [];
-  for (const [i, buf] of task.items.entries())
-    sizes.push(resize(await probe(buf, i, false), task, i));
+  let sizes = task.sizes;
+  if (sizes?.length !== task.items.length) {
+    sizes = [];
+    for (const [i, buf] of task.items.entries())
+      sizes.push(resize(await probe(buf, i, false), task, i));
+  }
   const rows = sizes.reduce((n, [h, w]) => n + (h / PATCH) * (w / PATCH), 0);
   const data = uninitializedFloat32(rows * PATCH_DIM); // each image's rows are all written
   const grids: [number, number, number][] = [];
@@ -195,6 +198,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     ok: true as const,
     tokens: 0,
     itemTokens: [] as number[],
+    itemSizes: [] as [number, number][],
     decodedPixels: 0,
     sourceFrames: 0,
     keptFrames: 0,
@@ -218,6 +222,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     for (const [i, buf] of task.items.entries()) {
       const d = await probe(buf, i, false);
       const [h, w] = resize(d, task, i);
+      plan.itemSizes.push([h, w]);
       plan.itemTokens.push(tokensOf(1, h, w));
       plan.tokens += plan.itemTokens[i]!;
       plan.decodedPixels += d.width * d.height;

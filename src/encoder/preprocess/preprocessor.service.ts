@@ -39,17 +39,23 @@ export class Preprocessor implements OnModuleDestroy {
   }
 
   /**
-   * `nMels`: the audio model's mel bins (ModelInfo.audioMels). The model input comes back
-   * as a Parcel: the values stay out of this thread's heap on their way to the inference
-   * thread. Whoever holds the result must forward or `discard` it.
+   * `nMels`: the audio model's mel bins (ModelInfo.audioMels). `sizes`: images' sizes from
+   * their plan (MediaPlan.itemSizes), so that their headers are not read twice. The model
+   * input comes back as a Parcel: the values stay out of this thread's heap on their way
+   * to the inference thread. Whoever holds the result must forward or `discard` it.
    */
-  async run(modality: Modality, items: Buffer[], nMels: number): Promise<PreprocessResult> {
+  async run(
+    modality: Modality,
+    items: Buffer[],
+    nMels: number,
+    sizes?: [number, number][],
+  ): Promise<PreprocessResult> {
     const { send, receive } = parcelChannel();
     let result: PreprocessResult | undefined;
     try {
       result = await runTask<PreprocessResult>(
         this.pool,
-        { ...this.task(modality, items, nMels), parcel: send },
+        { ...this.task(modality, items, nMels), sizes, parcel: send },
         { transferList: [send] },
       );
     } finally {
