@@ -9,6 +9,8 @@ describe('BicubicResampler (Pillow BICUBIC, bit for bit)', () => {
   beforeAll(async () => {
     r = await loadBicubicResampler();
   });
+  /** The memory the resampler keeps between resizes (a private field). */
+  const keptMemory = () => (r as unknown as { kept?: { memory: WebAssembly.Memory } }).kept?.memory;
   // 4×3 RGB, values 0, 7, 14, … 245
   const src = Uint8Array.from({ length: 36 }, (_, i) => i * 7);
 
@@ -34,25 +36,23 @@ describe('BicubicResampler (Pillow BICUBIC, bit for bit)', () => {
 
   it('is one resampler per thread, whose memory serves every resize (no fresh pages each time)', async () => {
     expect(await loadBicubicResampler()).toBe(r);
-    const memory = () => (r as unknown as { kept?: { memory: WebAssembly.Memory } }).kept?.memory;
     r.resize(src, 4, 3, 6, 2);
-    const first = memory();
+    const first = keptMemory();
     expect(first).toBeInstanceOf(WebAssembly.Memory);
     r.resize(src, 4, 3, 3, 5);
-    expect(memory()).toBe(first);
+    expect(keptMemory()).toBe(first);
   });
 
   it('gives a resize beyond what it keeps (32 MiB) memory of its own, and keeps its own as it was', () => {
-    const kept = () => (r as unknown as { kept?: { memory: WebAssembly.Memory } }).kept?.memory;
     r.resize(src, 4, 3, 6, 2);
-    const before = kept()!;
+    const before = keptMemory()!;
     const size = before.buffer.byteLength;
     // 6000×1000 → 6000×1001: 18 MB of source rows and 18 MB of output, 36 MB in all.
     const big = new Uint8Array(6000 * 1000 * 3).fill(100);
     const out = r.resize(big, 6000, 1000, 6000, 1001);
     expect(out.length).toBe(6000 * 1001 * 3);
     expect(out[12345]).toBe(100);
-    expect(kept()).toBe(before);
+    expect(keptMemory()).toBe(before);
     expect(before.buffer.byteLength).toBe(size);
   });
 });
