@@ -4,7 +4,11 @@ import { getHeapStatistics } from 'node:v8';
 import sharp from 'sharp';
 import { OnnxWorkerBackend } from '../src/encoder/backend/onnx-worker.backend';
 import preprocessInProcess from '../src/encoder/preprocess/preprocess.worker';
-import { forwardPart, type PreprocessOk } from '../src/encoder/preprocess/preprocess.types';
+import {
+  forwardPart,
+  type PreprocessOk,
+  type PreprocessResult,
+} from '../src/encoder/preprocess/preprocess.types';
 import { isParcel, parcelsHeld } from '../src/encoder/workers/parcel';
 import { encodeThreads } from './support/encode-threads';
 
@@ -47,26 +51,47 @@ describe('model inputs bypass the main thread (e2e, real worker threads)', () =>
     expect(parcelsHeld()).toBe(0);
   });
 
+  /** The task the Preprocessor gives its thread, for the in-process path. */
+  const taskOf = (file: Buffer) => ({
+    modality: 'image' as const,
+    items: [file],
+    minPixels: config.encoder.minPixels,
+    maxPixels: config.encoder.maxPixels,
+    maxVideoFrames: config.encoder.maxVideoFrames,
+    maxDecodedPixels: config.encoder.maxDecodedPixels,
+    nMels: 128,
+  });
+
+  const okOf = (pre: PreprocessResult) => {
+    if (!pre.ok) throw new Error(pre.message);
+    return pre;
+  };
+
   it('the inference thread gets exactly the values: the same embedding as from in-process preprocessing', async () => {
     const file = await photo(448, 336);
-    const task = {
-      modality: 'image' as const,
-      items: [file],
-      minPixels: config.encoder.minPixels,
-      maxPixels: config.encoder.maxPixels,
-      maxVideoFrames: config.encoder.maxVideoFrames,
-      maxDecodedPixels: config.encoder.maxDecodedPixels,
-      nMels: 128,
-    };
     const [viaParcel, inProcess] = await Promise.all([
       preprocessor.run('image', [file], 128),
-      preprocessInProcess(task),
+      preprocessInProcess(taskOf(file)),
     ]);
     if (!viaParcel.ok || !inProcess.ok) throw new Error('preprocessing failed');
     expect(isParcel(viaParcel.data)).toBe(true);
     expect(isParcel(inProcess.data)).toBe(false);
     const [a, b] = await Promise.all([submit('a', viaParcel), submit('b', inProcess)]);
     expect(a.output.tokens).toBe(b.output.tokens);
+    expect(Buffer.from(a.output.data.buffer).equals(Buffer.from(b.output.data.buffer))).toBe(true);
+  });
+
+  it("gives each buffer back after the forward: a smaller image's values go into it, exactly", async () => {
+    await submit('big', okOf(await preprocessor.run('image', [await photo(640, 480)], 128)));
+    const before = await preprocessor.inputPool();
+    expect(before.free).toBeGreaterThanOrEqual(1); // 640x480's pixel_values, given back
+    const file = await photo(336, 224);
+    const pre = okOf(await preprocessor.run('image', [file], 128));
+    const after = await preprocessor.inputPool();
+    expect(after.reused).toBe(before.reused + 1);
+    expect(after.fresh).toBe(before.fresh);
+    const inProcess = okOf(await preprocessInProcess(taskOf(file)));
+    const [a, b] = await Promise.all([submit('reused', pre), submit('own', inProcess)]);
     expect(Buffer.from(a.output.data.buffer).equals(Buffer.from(b.output.data.buffer))).toBe(true);
   });
 

@@ -4,7 +4,7 @@ import { reclaimAfter } from '../workers/reclaim';
 import { Errors } from '../../common/errors/error-catalogue';
 import { moveOut } from '../workers/move-out';
 import { pack } from '../workers/pack';
-import { discard, unpack } from '../workers/parcel';
+import { discard, giveBack, unpack } from '../workers/parcel';
 import { Float16Cast } from './float16-cast';
 import { toBfloat16Array } from './half-precision';
 import { checkModelContract } from './model-contract-check';
@@ -220,15 +220,17 @@ async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardRe
  */
 export async function forward(task: ForwardTask): Promise<ForwardReply> {
   let inputs: Float32Array[];
+  let result: ForwardResult;
   try {
     inputs = task.parts.map((p) => unpack(p.data));
-  } finally {
+  } catch (err) {
     for (const p of task.parts) discard(p.data); // every port closed, even if one was empty
+    throw err;
   }
-  let result: ForwardResult;
   try {
     result = await run(task, inputs);
   } catch (err) {
+    for (const p of task.parts) discard(p.data);
     if (inputs.length === 1) throw err;
     const { message, code } = err as { message?: string; code?: unknown };
     const failed: ForwardReply = {
@@ -242,6 +244,8 @@ export async function forward(task: ForwardTask): Promise<ForwardReply> {
       inputs.map((i) => i.buffer),
     );
   }
+  // Read: each buffer goes back to its preprocessing thread, for a later request's values.
+  task.parts.forEach((p, i) => giveBack(p.data, inputs[i]!));
   return moveOut(
     { ok: true, ...result },
     result.outputs.filter((o) => !o.inSlab).map((o) => o.data.buffer),

@@ -11,7 +11,8 @@ import { pack } from '../workers/pack';
 import { AudioDecodeError } from '../../media/audio/common';
 import { audioInfo } from '../../media/audio/decode';
 import { audioFeatures, audioTokens } from './audio';
-import { patchify, uninitializedFloat32 } from './patchify';
+import { patchify } from './patchify';
+import { awaitReturn, inputBuffer, inputPoolStats } from './input-pool';
 import { loadBicubicResampler } from './resample';
 import type {
   PlanResult,
@@ -143,7 +144,7 @@ async function images(task: PreprocessTask): Promise<Produced> {
       sizes.push(resize(await probe(buf, i, false), task, i));
   }
   const rows = sizes.reduce((n, [h, w]) => n + (h / PATCH) * (w / PATCH), 0);
-  const data = uninitializedFloat32(rows * PATCH_DIM); // each image's rows are all written
+  const data = inputBuffer(rows * PATCH_DIM); // each image's rows are all written
   const grids: [number, number, number][] = [];
   let offset = 0;
   for (const [i, buf] of task.items.entries()) {
@@ -188,7 +189,8 @@ async function video(task: PreprocessTask): Promise<Produced> {
   const rgb: Uint8Array[] = [];
   for (const f of frames)
     rgb.push(await rgbFrame(task.items[f.item]!, f.item, f.page, h, w, task.maxDecodedPixels));
-  const { data, grid } = patchify(rgb, h, w);
+  const rows = Math.ceil(rgb.length / TEMPORAL) * (h / PATCH) * (w / PATCH);
+  const { data, grid } = patchify(rgb, h, w, inputBuffer(rows * PATCH_DIM));
   return packed(data, [[grid.t, grid.h, grid.w]]);
 }
 
@@ -247,6 +249,11 @@ export async function plan(task: PreprocessTask): Promise<PlanResult> {
   }
 }
 
+/** Named piscina entry: this thread's model-input buffers (input-pool.ts). */
+export function inputPool(): ReturnType<typeof inputPoolStats> {
+  return inputPoolStats();
+}
+
 function failure(err: unknown): PreprocessFailed {
   if (err instanceof StageError)
     return { ok: false, stage: err.stage, itemIndex: err.itemIndex, message: err.message };
@@ -299,6 +306,7 @@ async function audio(task: PreprocessTask): Promise<Produced> {
 
 export default async function preprocess(task: PreprocessTask): Promise<Produced> {
   const started = performance.now();
+  let shipped = false;
   try {
     const result =
       task.modality === 'image'
@@ -310,12 +318,16 @@ export default async function preprocess(task: PreprocessTask): Promise<Produced
     result.ms = performance.now() - started;
     // Decoded frames are about a quarter of the float pixel_values handed back.
     reclaimAfter(task.items.reduce((n, b) => n + b.byteLength, 0) + result.data.byteLength * 1.25);
-    if (task.parcel) return { ...result, data: ship(task.parcel, result.data) };
-    return moveOut(result, [result.data.buffer]);
+    if (!task.parcel) return moveOut(result, [result.data.buffer]);
+    const data = ship(task.parcel, result.data);
+    // The buffer comes back through this end after the forward (input-pool.ts).
+    awaitReturn(task.parcel);
+    shipped = true;
+    return { ...result, data };
   } catch (err) {
     return failure(err);
   } finally {
-    task.parcel?.close(); // shipped, or nothing to ship: either way this end is done
+    if (!shipped) task.parcel?.close(); // nothing shipped: this end is done
   }
 }
 

@@ -5,6 +5,7 @@ import type { Modality } from '../pipeline/encode-request.schema';
 import { closePool, createPool, poolThreadIds, runTask } from '../workers/close-pool';
 import { hold, parcelChannel } from '../workers/parcel';
 import { workerFile } from '../workers/worker-file';
+import type { InputPoolStats } from './input-pool';
 import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.types';
 
 /** Decode, resize and patchify in a pool of worker threads (EPD_PREPROCESS_THREADS). */
@@ -62,6 +63,14 @@ export class Preprocessor implements OnModuleDestroy {
       if (!result?.ok) receive.close(); // nothing was shipped
     }
     return result.ok ? { ...result, data: hold(receive) } : result;
+  }
+
+  /**
+   * A preprocessing thread's model-input buffers (input-pool.ts): reused and fresh so far,
+   * waiting now. With several threads, whichever piscina picks.
+   */
+  inputPool(): Promise<InputPoolStats> {
+    return runTask<InputPoolStats>(this.pool, null, { name: 'inputPool' });
   }
 
   private task(modality: Modality, items: Buffer[], nMels: number): PreprocessTask {

@@ -1,7 +1,9 @@
 import { once } from 'node:events';
 import { runInNewContext } from 'node:vm';
+import { receiveMessageOnPort } from 'node:worker_threads';
 import {
   discard,
+  giveBack,
   handOn,
   hold,
   isParcel,
@@ -23,6 +25,19 @@ describe('parcel', () => {
     expect(values.length).toBe(0); // detached: moved, not copied
     expect(left.length).toBe(0);
     expect(Array.from(unpack({ port: receive }))).toEqual([1.5, -2, 3.25]);
+  });
+
+  it('gives the buffer back to its sender once read, and closes the parcel', async () => {
+    const { send, receive } = parcelChannel();
+    ship(send, Float32Array.from([4, 5]));
+    const parcel = { port: receive };
+    const read = unpack(parcel);
+    const closed = once(send, 'close');
+    giveBack(parcel, read);
+    expect(read.length).toBe(0); // moved back, not copied
+    expect(Array.from(receiveMessageOnPort(send)!.message as Float32Array)).toEqual([4, 5]);
+    await closed;
+    giveBack(new Float32Array(2), new Float32Array(2)); // no parcel: nothing to give back
   });
 
   it('passes values that are not in a parcel through as they are', () => {

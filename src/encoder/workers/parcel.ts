@@ -15,7 +15,8 @@ import { MessageChannel, type MessagePort, receiveMessageOnPort } from 'node:wor
  *
  * The main thread owns the receiving port until it transfers it to the inference thread;
  * if the request ends before that (released, expired, failed), `discard` frees the buffer
- * at once. An unclosed port would keep it until a collection happened to find the port,
+ * at once. Once the forward has read the values, the inference thread sends their buffer
+ * back the same way (`giveBack`), for the preprocessing thread to reuse (input-pool.ts). An unclosed port would keep it until a collection happened to find the port,
  * and V8 does not know that memory is there.
  */
 export interface Parcel {
@@ -72,27 +73,38 @@ export function parcelChannel(): { send: MessagePort; receive: MessagePort } {
 }
 
 /**
- * Producer side: moves `values` into the parcel (no copy) and closes the sending end.
- * Returns what the reply carries in their place: an empty array (the main thread puts its
- * receiving end there).
+ * Producer side: moves `values` into the parcel (no copy). Returns what the reply carries
+ * in their place: an empty array (the main thread puts its receiving end there). The
+ * sending end stays open: the inference thread gives the buffer back through it once the
+ * forward has read it (`giveBack`; the preprocessing thread's input-pool.ts reuses it).
  */
 export function ship(port: MessagePort, values: Float32Array): Float32Array {
   port.postMessage(values, [values.buffer as ArrayBuffer]);
-  port.close();
   return new Float32Array(0);
 }
 
 /**
- * Consumer side: the values, received from the parcel's port, which is then closed. Only
- * on a port that was never closed: Node 20's receiveMessageOnPort on a closed port crashed
- * the process (segmentation fault, reproduced in parcel.spec.ts's notes).
+ * Consumer side: the values, received from the parcel's port, which stays open for
+ * `giveBack` (or `discard`). Only on a port that was never closed: Node 20's
+ * receiveMessageOnPort on a port after its own close() crashed the process (segmentation
+ * fault, reproduced in parcel.spec.ts's notes).
  */
 export function unpack(input: ModelInput): Float32Array {
   if (!isParcel(input)) return input;
   const got = receiveMessageOnPort(input.port);
-  input.port.close();
   if (!got) throw new Error('model input parcel is empty (never sent, or already received)');
   return got.message as Float32Array;
+}
+
+/**
+ * Consumer side, once the values are read: their buffer goes back to the thread that made
+ * it, to hold the next request's values, and the parcel is closed. Values that came
+ * without a parcel (in-process callers, retries) are left to the collector.
+ */
+export function giveBack(input: ModelInput, values: Float32Array): void {
+  if (!isParcel(input)) return;
+  input.port.postMessage(values, [values.buffer as ArrayBuffer]);
+  input.port.close();
 }
 
 /** Frees a parcel that will not be unpacked (idempotent; harmless once it was handed on). */
