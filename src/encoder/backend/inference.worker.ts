@@ -244,8 +244,11 @@ export async function forward(task: ForwardTask): Promise<ForwardReply> {
       inputs.map((i) => i.buffer),
     );
   }
-  // Read: each buffer goes back to its preprocessing thread, for a later request's values.
-  task.parts.forEach((p, i) => giveBack(p.data, inputs[i]!));
+  // Read: each image's buffer goes back to its preprocessing thread, for a later image's
+  // values (audio features are not made in reused buffers: theirs are freed here).
+  task.parts.forEach((p, i) =>
+    task.kind === 'vision' ? giveBack(p.data, inputs[i]!) : discard(p.data),
+  );
   return moveOut(
     { ok: true, ...result },
     result.outputs.filter((o) => !o.inSlab).map((o) => o.data.buffer),

@@ -60,26 +60,29 @@ describe('input pool', () => {
     expect(inputBuffer(1500).buffer.byteLength).toBe(20000);
   });
 
-  it('is bounded: parcels never given back are let go, and only two buffers wait', () => {
+  it('is bounded: parcels never given back are let go, and at most 48 MiB waits', () => {
     for (let i = 0; i < 20; i++) trip(10, false); // discarded on the main thread: never back
     expect(inputPoolStats().awaiting).toBe(8);
-    for (let i = 0; i < 5; i++) {
+    const MiB = 2 ** 20;
+    for (const mib of [20, 10, 24, 8]) {
       const { send, receive } = parcelChannel();
-      ship(send, new Float32Array(10 + i));
+      ship(send, new Float32Array((mib * MiB) / 4));
       awaitReturn(send);
       giveBack({ port: receive }, unpack({ port: receive }));
     }
     const stats = inputPoolStats();
-    expect(stats.free).toBe(2);
-    expect(stats.freeBytes).toBe(4 * (13 + 14)); // the latest two
+    expect(stats.freeBytes).toBe((10 + 24 + 8) * MiB); // the oldest (20 MiB) went first
+    expect(stats.free).toBe(3);
   });
 
-  it('does not keep a buffer over 64 MiB', () => {
+  it('is not given a buffer over 32 MiB back: the inference thread frees it at once', () => {
     const { send, receive } = parcelChannel();
-    ship(send, new Float32Array(16 * 2 ** 20 + 1));
+    ship(send, new Float32Array(8 * 2 ** 20 + 1));
     awaitReturn(send);
-    giveBack({ port: receive }, unpack({ port: receive }));
-    expect(inputPoolStats()).toMatchObject({ free: 0, awaiting: 0 });
+    const values = unpack({ port: receive });
+    giveBack({ port: receive }, values);
+    expect(values).toHaveLength(8 * 2 ** 20 + 1); // not sent: still here, for the collector
+    expect(inputPoolStats()).toMatchObject({ free: 0, awaiting: 1 });
   });
 
   it('drains to zero when released (idle)', () => {

@@ -1,4 +1,5 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
+import { GIVE_BACK_MAX_BYTES } from '../workers/parcel';
 import { reclaimAfter } from '../workers/reclaim';
 import { uninitializedFloat32 } from './patchify';
 
@@ -13,14 +14,14 @@ import { uninitializedFloat32 } from './patchify';
  * into memory reused after a forward-sized cache eviction; 134 page faults per encode
  * against the bare chain's 39.
  *
- * Bounds: at most MAX_FREE buffers of at most MAX_POOLED_BYTES each wait here, and
- * MAX_AWAITING shipped parcels are watched for their return (older ones are closed: a
- * parcel the main thread discarded never comes back). IDLE_MS after the last request the
- * pool is emptied and the thread collects, so an idle service holds none of it.
+ * Bounds: buffers of at most GIVE_BACK_MAX_BYTES (32 MiB) each and MAX_FREE_BYTES (48 MiB)
+ * in all wait here (the oldest go first), and MAX_AWAITING shipped parcels are watched for
+ * their return (older ones are closed: a parcel the main thread discarded never comes
+ * back). IDLE_MS after the last request the pool is emptied and the thread collects, so an
+ * idle service holds none of it.
  */
 const MAX_AWAITING = 8;
-const MAX_FREE = 2;
-const MAX_POOLED_BYTES = 64 * 2 ** 20;
+const MAX_FREE_BYTES = 48 * 2 ** 20;
 const IDLE_MS = 10_000;
 
 /** Sending ends of shipped parcels, oldest first: where buffers come back. */
@@ -96,9 +97,10 @@ function collect(): void {
 }
 
 function keep(buffer: ArrayBuffer): void {
-  if (buffer.byteLength > MAX_POOLED_BYTES) return;
+  if (buffer.byteLength > GIVE_BACK_MAX_BYTES) return;
   free.push(buffer);
-  if (free.length > MAX_FREE) free.shift();
+  let bytes = free.reduce((n, b) => n + b.byteLength, 0);
+  while (bytes > MAX_FREE_BYTES) bytes -= free.shift()!.byteLength;
 }
 
 /** (Re)starts the idle countdown; it does not keep the thread alive. */

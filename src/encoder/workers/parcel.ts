@@ -98,14 +98,25 @@ export function unpack(input: ModelInput): Float32Array {
 
 /**
  * Consumer side, once the values are read: their buffer goes back to the thread that made
- * it, to hold the next request's values, and the parcel is closed. Values that came
+ * it, to hold the next request's values (up to GIVE_BACK_MAX_BYTES), and the parcel is
+ * closed. Values that came
  * without a parcel (in-process callers, retries) are left to the collector.
  */
 export function giveBack(input: ModelInput, values: Float32Array): void {
   if (!isParcel(input)) return;
-  input.port.postMessage(values, [values.buffer as ArrayBuffer]);
+  if (values.buffer.byteLength <= GIVE_BACK_MAX_BYTES)
+    input.port.postMessage(values, [values.buffer as ArrayBuffer]);
   input.port.close();
 }
+
+/**
+ * The largest buffer given back: a max_pixels image's values (24 MB) fit. A larger one (a
+ * many-image request, a video: 300 MB at the token cap) is not reused; sent back, it sat
+ * in the preprocessing thread's port queue, out of any collector's sight, until that
+ * thread's next request (RSS 444 MB above idle after a 26-frame video, measured), while the
+ * inference thread's reclaimAfter frees it at once.
+ */
+export const GIVE_BACK_MAX_BYTES = 32 * 2 ** 20;
 
 /** Frees a parcel that will not be unpacked (idempotent; harmless once it was handed on). */
 export function discard(input: ModelInput | undefined): void {
