@@ -3,13 +3,11 @@
  * (bytes → RGB), resize (to the smart-resize size, by the worker's rule), patchify, and the
  * bare ORT forward. Shared by the benchmark process and its child (chain-cost.ts).
  *
- * Patchify writes into one output kept across calls: the bare stages are the least work
- * the path can do, so that what the service adds shows as its overhead. A fresh 18.8 MB
- * output per 1024×768 image was not free in a process whose ORT session shares its malloc
- * arena: 880 page faults per image (about 3.7 core-ms, perf), while the service's
- * preprocessing thread, whose arena holds only its own buffers, got its fresh outputs from
- * malloc without faults (30 per image). Compared with a chain that paid them, the service
- * looked that much cheaper than it was.
+ * Patchify writes into one output kept across calls, as the service's preprocessing thread
+ * writes into the buffer the inference thread gave back (input-pool.ts): the bare stages are
+ * the least work the path can do, so that what the service adds shows as its overhead. A
+ * fresh 18.8 MB output per 1024×768 image was not free in a process whose ORT session
+ * shares its malloc arena: 880 page faults per image (about 3.7 core-ms, perf).
  */
 import { InferenceSession } from 'onnxruntime-node';
 import sharp from 'sharp';
