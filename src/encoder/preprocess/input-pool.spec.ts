@@ -10,20 +10,35 @@ describe('input pool', () => {
   beforeEach(() => releaseInputPool());
   afterAll(() => releaseInputPool());
 
-  /** One request's trip: filled here, shipped, read by the "inference thread", given back. */
-  function trip(length: number, back = true) {
-    const values = inputBuffer(length);
-    values.fill(1.5);
+  /**
+   * `values` shipped in a parcel and read by the "inference thread" (`read` sees them),
+   * which gives their buffer back, or (`back` false) the main thread discards the parcel.
+   * Returns the array read: empty once its buffer went back.
+   */
+  function shipAndRead(
+    values: Float32Array,
+    back = true,
+    read: (values: Float32Array) => void = () => undefined,
+  ): Float32Array {
     const { send, receive } = parcelChannel();
     ship(send, values);
     awaitReturn(send);
     const parcel = { port: receive };
-    const read = unpack(parcel);
-    expect(read).toHaveLength(length);
-    expect(read[length - 1]).toBe(1.5);
-    if (back) giveBack(parcel, read);
+    const got = unpack(parcel);
+    read(got);
+    if (back) giveBack(parcel, got);
     else discard(parcel);
-    return read;
+    return got;
+  }
+
+  /** One request's trip: a pool buffer filled here, then shipped and read. */
+  function trip(length: number, back = true) {
+    const values = inputBuffer(length);
+    values.fill(1.5);
+    shipAndRead(values, back, (got) => {
+      expect(got).toHaveLength(length);
+      expect(got[length - 1]).toBe(1.5);
+    });
   }
 
   it('reuses a buffer given back, for a request of the same or a smaller size', () => {
@@ -50,12 +65,7 @@ describe('input pool', () => {
   it('picks the smallest buffer that fits', () => {
     const big = inputBuffer(5000);
     const small = inputBuffer(2000);
-    for (const values of [big, small]) {
-      const { send, receive } = parcelChannel();
-      ship(send, values);
-      awaitReturn(send);
-      giveBack({ port: receive }, unpack({ port: receive }));
-    }
+    for (const values of [big, small]) shipAndRead(values);
     expect(inputBuffer(1500).buffer.byteLength).toBe(8000);
     expect(inputBuffer(1500).buffer.byteLength).toBe(20000);
   });
@@ -64,23 +74,14 @@ describe('input pool', () => {
     for (let i = 0; i < 20; i++) trip(10, false); // discarded on the main thread: never back
     expect(inputPoolStats().awaiting).toBe(8);
     const MiB = 2 ** 20;
-    for (const mib of [20, 10, 24, 8]) {
-      const { send, receive } = parcelChannel();
-      ship(send, new Float32Array((mib * MiB) / 4));
-      awaitReturn(send);
-      giveBack({ port: receive }, unpack({ port: receive }));
-    }
+    for (const mib of [20, 10, 24, 8]) shipAndRead(new Float32Array((mib * MiB) / 4));
     const stats = inputPoolStats();
     expect(stats.freeBytes).toBe((10 + 24 + 8) * MiB); // the oldest (20 MiB) went first
     expect(stats.free).toBe(3);
   });
 
   it('is not given a buffer over 32 MiB back: the inference thread frees it at once', () => {
-    const { send, receive } = parcelChannel();
-    ship(send, new Float32Array(8 * 2 ** 20 + 1));
-    awaitReturn(send);
-    const values = unpack({ port: receive });
-    giveBack({ port: receive }, values);
+    const values = shipAndRead(new Float32Array(8 * 2 ** 20 + 1));
     expect(values).toHaveLength(8 * 2 ** 20 + 1); // not sent: still here, for the collector
     expect(inputPoolStats()).toMatchObject({ free: 0, awaiting: 1 });
   });

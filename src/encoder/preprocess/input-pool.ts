@@ -76,7 +76,7 @@ export function inputPoolStats(): InputPoolStats {
   return {
     ...counts,
     free: free.length,
-    freeBytes: free.reduce((n, b) => n + b.byteLength, 0),
+    freeBytes: freeBytes(),
     awaiting: awaiting.length,
   };
 }
@@ -99,9 +99,11 @@ function collect(): void {
 function keep(buffer: ArrayBuffer): void {
   if (buffer.byteLength > GIVE_BACK_MAX_BYTES) return;
   free.push(buffer);
-  let bytes = free.reduce((n, b) => n + b.byteLength, 0);
+  let bytes = freeBytes();
   while (bytes > MAX_FREE_BYTES) bytes -= free.shift()!.byteLength;
 }
+
+const freeBytes = () => free.reduce((n, b) => n + b.byteLength, 0);
 
 /** (Re)starts the idle countdown; it does not keep the thread alive. */
 function touch(): void {
@@ -112,7 +114,7 @@ function touch(): void {
 /** Idle: every buffer goes, parcels still out are let go, and the thread collects. */
 export function releaseInputPool(): void {
   collect();
-  const bytes = free.reduce((n, b) => n + b.byteLength, 0);
+  const bytes = freeBytes();
   free = [];
   for (const port of awaiting.splice(0)) port.close();
   if (bytes > 0) reclaimAfter(bytes, 0);

@@ -12,7 +12,7 @@ import { AudioDecodeError } from '../../media/audio/common';
 import { audioInfo } from '../../media/audio/decode';
 import { audioFeatures, audioTokens } from './audio';
 import { patchify } from './patchify';
-import { awaitReturn, inputBuffer, inputPoolStats } from './input-pool';
+import { awaitReturn, inputBuffer, inputPoolStats, type InputPoolStats } from './input-pool';
 import { loadBicubicResampler } from './resample';
 import type {
   PlanResult,
@@ -250,7 +250,7 @@ export async function plan(task: PreprocessTask): Promise<PlanResult> {
 }
 
 /** Named piscina entry: this thread's model-input buffers (input-pool.ts). */
-export function inputPool(): ReturnType<typeof inputPoolStats> {
+export function inputPool(): InputPoolStats {
   return inputPoolStats();
 }
 
