@@ -62,6 +62,16 @@ export function configureApp(
 }
 
 /**
+ * How long an idle kept-alive HTTP connection stays open: longer than the clients and load
+ * balancers in front keep theirs (undici 4 s after this server's hint, AWS ALB 60 s), so
+ * that the client always closes first. With Node's 5 s a client that reused a connection
+ * as the service closed it got "socket hang up" / "other side closed" (CI: a GET /metrics
+ * after a 20,000-call NATS burst; reproduced in http-keepalive.e2e-spec.ts). Node closes
+ * idle connections at shutdown, so this does not delay a stop.
+ */
+const HTTP_KEEP_ALIVE_MS = 65_000;
+
+/**
  * Starts HTTP first, so health answers (and says why) while NATS is still unreachable.
  * `natsReady` settles once the first NATS connection is up and every subject is served.
  */
@@ -70,7 +80,10 @@ export async function startApp(
 ): Promise<{ httpUrl: string; natsReady: Promise<void> }> {
   const config = app.get(AppConfig);
   await app.listen(config.http.port, config.http.host);
-  const address = (app.getHttpServer() as Server).address() as AddressInfo;
+  const server = app.getHttpServer() as Server;
+  server.keepAliveTimeout = HTTP_KEEP_ALIVE_MS;
+  server.headersTimeout = HTTP_KEEP_ALIVE_MS + 1000; // Node: must exceed keepAliveTimeout
+  const address = server.address() as AddressInfo;
   const httpUrl = `http://${config.http.host}:${address.port}`;
   app.get(SglangBootstrap).start(httpUrl);
   app.get(InstanceRoster).setHttpUrl(httpUrl);
