@@ -28,8 +28,7 @@ export function patchify(
   const gt = Math.ceil(frames.length / TEMPORAL_PATCH);
   const gh = height / PATCH_SIZE;
   const gw = width / PATCH_SIZE;
-  const rows = gt * gh * gw;
-  const data = out ?? uninitializedFloat32(rows * PATCH_DIM);
+  const data = out ?? uninitializedFloat32(patchValues(frames.length, height, width));
   const rowStride = width * CHANNELS;
   let row = 0;
   for (let t = 0; t < gt; t++) {
@@ -50,6 +49,12 @@ export function patchify(
     }
   }
   return { data, grid: { t: gt, h: gh, w: gw } };
+}
+
+/** How many values patchify writes for `frames` frames of `height × width`: `out`'s length. */
+export function patchValues(frames: number, height: number, width: number): number {
+  const rows = Math.ceil(frames / TEMPORAL_PATCH) * (height / PATCH_SIZE) * (width / PATCH_SIZE);
+  return rows * PATCH_DIM;
 }
 
 const BLOCK = PATCH_SIZE * PATCH_SIZE;

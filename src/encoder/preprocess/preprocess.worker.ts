@@ -11,7 +11,7 @@ import { pack } from '../workers/pack';
 import { AudioDecodeError } from '../../media/audio/common';
 import { audioInfo } from '../../media/audio/decode';
 import { audioFeatures, audioTokens } from './audio';
-import { patchify } from './patchify';
+import { patchValues, patchify } from './patchify';
 import { awaitReturn, inputBuffer, inputPoolStats, type InputPoolStats } from './input-pool';
 import { loadBicubicResampler } from './resample';
 import type {
@@ -143,14 +143,14 @@ async function images(task: PreprocessTask): Promise<Produced> {
     for (const [i, buf] of task.items.entries())
       sizes.push(resize(await probe(buf, i, false), task, i));
   }
-  const rows = sizes.reduce((n, [h, w]) => n + (h / PATCH) * (w / PATCH), 0);
-  const data = inputBuffer(rows * PATCH_DIM); // each image's rows are all written
+  const values = sizes.reduce((n, [h, w]) => n + patchValues(1, h, w), 0);
+  const data = inputBuffer(values); // each image's rows are all written
   const grids: [number, number, number][] = [];
   let offset = 0;
   for (const [i, buf] of task.items.entries()) {
     const [h, w] = sizes[i]!;
     const frame = await rgbFrame(buf, i, 0, h, w, task.maxDecodedPixels);
-    const length = (h / PATCH) * (w / PATCH) * PATCH_DIM;
+    const length = patchValues(1, h, w);
     const { grid } = patchify([frame], h, w, data.subarray(offset, offset + length));
     grids.push([grid.t, grid.h, grid.w]);
     offset += length;
@@ -189,8 +189,7 @@ async function video(task: PreprocessTask): Promise<Produced> {
   const rgb: Uint8Array[] = [];
   for (const f of frames)
     rgb.push(await rgbFrame(task.items[f.item]!, f.item, f.page, h, w, task.maxDecodedPixels));
-  const rows = Math.ceil(rgb.length / TEMPORAL) * (h / PATCH) * (w / PATCH);
-  const { data, grid } = patchify(rgb, h, w, inputBuffer(rows * PATCH_DIM));
+  const { data, grid } = patchify(rgb, h, w, inputBuffer(patchValues(rgb.length, h, w)));
   return packed(data, [[grid.t, grid.h, grid.w]]);
 }
 

@@ -15,9 +15,10 @@ import { MessageChannel, type MessagePort, receiveMessageOnPort } from 'node:wor
  *
  * The main thread owns the receiving port until it transfers it to the inference thread;
  * if the request ends before that (released, expired, failed), `discard` frees the buffer
- * at once. Once the forward has read the values, the inference thread sends their buffer
- * back the same way (`giveBack`), for the preprocessing thread to reuse (input-pool.ts). An unclosed port would keep it until a collection happened to find the port,
- * and V8 does not know that memory is there.
+ * at once. An unclosed port would keep it until a collection happened to find the port,
+ * and V8 does not know that memory is there. Once the forward has read the values, the
+ * inference thread sends their buffer back the same way (`giveBack`), for the
+ * preprocessing thread to reuse (input-pool.ts).
  */
 export interface Parcel {
   /** The receiving end; the values are queued on it. */
@@ -99,8 +100,8 @@ export function unpack(input: ModelInput): Float32Array {
 /**
  * Consumer side, once the values are read: their buffer goes back to the thread that made
  * it, to hold the next request's values (up to GIVE_BACK_MAX_BYTES), and the parcel is
- * closed. Values that came
- * without a parcel (in-process callers, retries) are left to the collector.
+ * closed. Values that came without a parcel (in-process callers, retries) are left to the
+ * collector.
  */
 export function giveBack(input: ModelInput, values: Float32Array): void {
   if (!isParcel(input)) return;
