@@ -77,6 +77,8 @@ function main(): void {
     rss_mb: { baseline: number; after: number };
     heap_ratio: number;
     rss_ratio: number;
+    counts_zero_after_ttl: boolean;
+    bounds: { heap_ratio: number; rss_ratio: number };
   }>('soak.json');
   const restart = read<{
     answered_ok: number;
@@ -84,6 +86,7 @@ function main(): void {
     client_failed: number;
     never_answered: number;
     ready_again_after_ms: number;
+    bound_never_answered: number;
   }>('nats-restart.json');
   const mb = (x: number) => x.toFixed(1);
   const lines = [
@@ -125,9 +128,9 @@ function main(): void {
       '',
       '## Soak',
       '',
-      '| encodes | waits | seconds | counts at zero after the TTL | heap MB (warmed → after) | RSS MB (warmed → after) |',
-      '| --- | --- | --- | --- | --- | --- |',
-      `| ${soak.encodes} | ${soak.waits} | ${soak.seconds} | yes | ${mb(soak.heap_mb.baseline)} → ${mb(soak.heap_mb.after)} (${soak.heap_ratio.toFixed(2)}×) | ${mb(soak.rss_mb.baseline)} → ${mb(soak.rss_mb.after)} (${soak.rss_ratio.toFixed(2)}×) |`,
+      '| encodes | waits | seconds | counts at zero after the TTL | heap MB (warmed → after) | RSS MB (warmed → after) | bounds asserted |',
+      '| --- | --- | --- | --- | --- | --- | --- |',
+      `| ${soak.encodes} | ${soak.waits} | ${soak.seconds} | ${soak.counts_zero_after_ttl ? 'yes' : 'no'} | ${mb(soak.heap_mb.baseline)} → ${mb(soak.heap_mb.after)} (${soak.heap_ratio.toFixed(2)}×) | ${mb(soak.rss_mb.baseline)} → ${mb(soak.rss_mb.after)} (${soak.rss_ratio.toFixed(2)}×) | heap ≤ ${soak.bounds.heap_ratio}×, RSS ≤ ${soak.bounds.rss_ratio}× |`,
       '',
       'Heap is read from the service’s own /metrics right after a full collection (the soak takes',
       'a heap snapshot first, through --heapsnapshot-signal); RSS is the kernel’s.',
@@ -142,8 +145,9 @@ function main(): void {
       '| --- | --- | --- | --- | --- |',
       `| ${restart.answered_ok} | ${restart.answered_error} | ${restart.client_failed} | ${restart.never_answered} | ${restart.ready_again_after_ms} ms (1 s of it the server was down) |`,
       '',
-      'The calls never answered are the ones in flight when the server died (their requests or',
-      'replies were lost with it); the service reconnected by itself, with no restart.',
+      `The calls never answered are the ones in flight when the server died (their requests or`,
+      `replies were lost with it; the test holds them to at most one per client worker, ${restart.bound_never_answered});`,
+      'the service reconnected by itself, with no restart.',
     );
   }
   const faultDir = join(dir, 'faults');
@@ -158,15 +162,23 @@ function main(): void {
       '',
       '## Faults injected',
       '',
-      'Each fault, and what became of the calls it hit. "Silently lost" counts data that',
-      'vanished without the caller being told (an acked embedding or published metadata gone);',
-      '"left behind" counts waiters, request states or processes still there afterwards.',
+      'Each fault, and what became of the calls it hit, counted from a client-side ledger of',
+      'every call the test sent: answered ok, answered with an error (its types in the last',
+      'column), or never answered within its deadline plus 2 s. "Silently lost" counts',
+      'acknowledged work whose result no receiver got and no later call was told of (frames',
+      'received per req_id, metadata read back after the fault); "left behind" counts waiters,',
+      'request states and registry entries the admin API still showed afterwards. Each bound is',
+      "asserted by the fault's own test, so a count above it fails CI.",
       '',
-      '| fault | calls | answered ok | answered with an error | never answered | silently lost | left behind | slowest answer |',
-      '| --- | --- | --- | --- | --- | --- | --- | --- |',
+      '| fault | calls | answered ok | answered with an error | never answered | silently lost | left behind | bounds (never / lost / left) | slowest answer | errors by type |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
       ...faults.map(
         (f) =>
-          `| ${f.fault} | ${f.calls} | ${f.answeredOk} | ${f.answeredError} | ${f.neverAnswered} | ${f.silentlyLost} | ${f.leftBehind} | ${f.slowestMs === undefined ? '' : `${Math.round(f.slowestMs)} ms`} |`,
+          `| ${f.fault} | ${f.calls} | ${f.answeredOk} | ${f.answeredError} | ${f.neverAnswered} | ${f.silentlyLost} | ${f.leftBehind} | ≤ ${f.bounds.maxNeverAnswered} / ${f.bounds.maxSilentlyLost} / ${f.bounds.maxLeftBehind} | ${f.slowestMs === undefined ? '' : `${Math.round(f.slowestMs)} ms`} | ${Object.entries(
+            f.errorTypes,
+          )
+            .map(([t, n]) => `${t} ${n}`)
+            .join(', ')} |`,
       ),
     );
   }

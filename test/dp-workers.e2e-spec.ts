@@ -12,6 +12,7 @@ import type { WorkerView } from '../src/dispatch/worker-supervisor.service';
 import { freePort } from './support/nats-server';
 import { exited, startServiceProcess, type ServiceProcess } from './support/service-process';
 import { recordFault } from './support/fault-report';
+import { CallLedger, leftBehindAfterTtl, namesLoss } from './support/ledger';
 import { METRICS, type MetricSpec } from '../src/metrics/catalogue';
 
 interface Workers {
@@ -67,6 +68,8 @@ const allAlive = (url: string, headers: Record<string, string> = {}) =>
     100,
   );
 const alive = (pid: number) => !exited(pid);
+/** Staged-embedding and registry-entry TTL of the DP suite's service. */
+const TTL_MS = 20_000;
 
 describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
   let svc: ServiceProcess;
@@ -104,7 +107,7 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
       EPD_MAX_PENDING: '2',
       EPD_ALLOWED_MEDIA_DOMAINS: '127.0.0.1',
       EPD_MEDIA_ALLOW_PRIVATE_NETWORKS: 'true',
-      EPD_SEND_TIMEOUT_MS: '60000',
+      EPD_SEND_TIMEOUT_MS: String(TTL_MS),
     });
     nc = await connect({ servers: sharedNatsUrl() });
     item = dataUri(await image(112, 84, 'png', { r: 200, g: 30, b: 90 }), 'image/png');
@@ -358,15 +361,18 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     const before = (await workers()).workers[victim]!;
 
     // Two encodes held on the victim (the other rank busy with one, so they land there).
-    const pinned: Promise<Reply>[] = [];
+    const ledger = new CallLedger();
+    const pinned: { id: string; reply: Promise<Reply | undefined> }[] = [];
     while ((await workers()).workers[victim]!.pending < 2) {
-      pinned.push(hold(nextId('pin')));
+      const id = nextId('pin');
+      pinned.push({ id, reply: ledger.nats('encode', 20_000, () => hold(id)) });
       await waitFor(() => media.count === pinned.length);
     }
     const settled: { r: Reply; at: number }[] = [];
-    for (const p of pinned) void p.then((r) => settled.push({ r, at: Date.now() }));
+    for (const p of pinned) void p.reply.then((r) => r && settled.push({ r, at: Date.now() }));
 
     const killedAt = Date.now();
+    ledger.markFault();
     process.kill(before.pid!, 'SIGKILL');
     // The victim's two calls fail at once; any held on the other rank stay pending.
     expect(await waitFor(() => settled.length >= 2, 5000)).toBe(true);
@@ -379,16 +385,6 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
       });
       expect(d.at - killedAt).toBeLessThan(1000);
     }
-    recordFault('dp-worker-sigkill', {
-      fault: 'DP worker SIGKILLed with 2 encodes in flight (and 1 embedding staged on it)',
-      calls: 2, // the victim's; calls held on the other rank are not hit
-      answeredOk: settled.filter((d) => !d.r.err).length,
-      answeredError: settled.filter((d) => d.r.err).length,
-      neverAnswered: 2 - settled.length,
-      silentlyLost: 0, // the staged embedding is reported lost below, never "released"
-      leftBehind: 0,
-      slowestMs: Math.max(...settled.map((d) => d.at - killedAt)),
-    });
     media.release(); // the survivor's held calls (if any) settle: it has room again
     const survivor = 1 - victim;
     expect(await waitFor(async () => (await workers()).workers[survivor]!.pending === 0)).toBe(
@@ -422,11 +418,29 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     expect(after.pid).not.toBe(before.pid);
     expect(after.restarts).toBe(before.restarts + 1);
     expect(after.last_exit_code).toBe(-9);
-    await Promise.all(pinned);
+    await Promise.all(pinned.map((p) => p.reply));
     expect(svc.output()).toMatch(
       new RegExp(`DP worker rank=${victim} died \\(exitcode=-9\\); respawning`),
     );
-  });
+    // Nothing acked was lost unsaid: the staged embedding's calls name its loss, and a
+    // pinned encode answered ok (held on the survivor) has its metadata readable.
+    const waitLost = await call('wait_metadata', { req_id: staged, timeout_ms: 1000 });
+    let silentlyLost = [send, waitLost].some((r) => !namesLoss(r)) ? 1 : 0;
+    for (const p of pinned) {
+      if ((await p.reply)?.err !== undefined) continue;
+      const meta = await call('wait_metadata', { req_id: p.id, timeout_ms: 1000 });
+      if (meta.response?.embedding_len === undefined) silentlyLost++;
+    }
+    const ids = [staged, during, ...pinned.map((p) => p.id)];
+    for (const id of ids) await call('release', { req_id: id });
+    recordFault('dp-worker-sigkill', {
+      fault: 'DP worker SIGKILLed with 2 encodes in flight (and 1 embedding staged on it)',
+      ledger,
+      silentlyLost,
+      // Error metadata (lost, worker_died, load_failed) stays readable until the TTL.
+      leftBehind: await leftBehindAfterTtl(svc.url, ids, TTL_MS + 5000),
+    });
+  }, 120_000);
 
   it('answers "All encoder DP workers are dead." with both killed, then recovers', async () => {
     const pids = (await workers()).workers.map((w) => w.pid!);

@@ -10,6 +10,7 @@ import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 import { encodeBody, natsCall, waitFor } from './support/calls';
 import { dataUri, image } from './support/media';
 import { recordFault } from './support/fault-report';
+import { CallLedger, leftBehind } from './support/ledger';
 
 /**
  * Regression tests for "Hardening first", defects 3 (HTTP body limit), 7 (req_id length),
@@ -176,12 +177,15 @@ describe('input hardening (e2e)', () => {
       const png = dataUri(await image(56, 56), 'image/png');
       expect((await natsCall(nc, t, 'encode', encodeBody('shared', [png]))).response).toBeDefined();
       const sender = t.app.get<EmbeddingTransport, TcpEmbeddingSender>(EmbeddingTransport);
-      const viaNats = natsCall(
-        nc,
-        t,
-        'send',
-        { req_id: 'shared', prefill_host: '127.0.0.1', embedding_port: port, timeout_ms: 1500 },
-        { timeout: 5000 },
+      const ledger = new CallLedger();
+      const viaNats = ledger.nats('send', 1500, () =>
+        natsCall(
+          nc,
+          t,
+          'send',
+          { req_id: 'shared', prefill_host: '127.0.0.1', embedding_port: port, timeout_ms: 1500 },
+          { timeout: 5000 },
+        ),
       );
       const before = received;
       expect(await waitFor(() => received > before)).toBe(true);
@@ -191,18 +195,16 @@ describe('input hardening (e2e)', () => {
       await new Promise((r) => setTimeout(r, 200));
       expect(sender.openConnections).toBe(1);
       // The NATS caller still gets its own answer: the receiver never acks, so its deadline.
-      const started = Date.now();
       const answer = await viaNats;
-      expect(answer.err).toMatchObject({ code: 500 });
+      expect(answer?.err).toMatchObject({ code: 500 });
+      // The failed send kept the embedding for a retry: still staged, not gone.
+      const kept = await natsCall(nc, t, 'send_status', { req_id: 'shared' });
+      await natsCall(nc, t, 'release', { req_id: 'shared' });
       recordFault('receiver-never-acks', {
         fault: 'a receiver that reads every frame and never acks (send with timeout_ms 1500)',
-        calls: 1,
-        answeredOk: answer.err ? 0 : 1,
-        answeredError: answer.err ? 1 : 0,
-        neverAnswered: 0,
-        silentlyLost: 0,
-        leftBehind: 0,
-        slowestMs: Date.now() - started,
+        ledger,
+        silentlyLost: kept.response?.state === 'staged' ? 0 : 1,
+        leftBehind: await leftBehind(t.httpUrl, ['shared']),
       });
     });
   });

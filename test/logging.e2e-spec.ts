@@ -38,9 +38,12 @@ describe('log context (e2e, built service process)', () => {
     } finally {
       await nc.drain();
     }
-    const found = await waitFor(() => lineAbout('log-nats') !== undefined);
-    if (!found) process.stderr.write(`OUT>${svc.output().slice(-3000)}\n`);
-    expect(found).toBe(true);
+    await waitFor(
+      () => lineAbout('log-nats') !== undefined,
+      5000,
+      10,
+      () => `OUT>${svc.output().slice(-3000)}`,
+    );
     const line = lineAbout('log-nats')!;
     expect(JSON.parse(line)).toMatchObject({
       req_id: 'log-nats',
@@ -223,9 +226,12 @@ describe('terminal output (e2e, built service under a pty)', () => {
     const ansi = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
     proc.stdout.on('data', (b: Buffer) => (out += b.toString().replace(ansi, '')));
     try {
-      const ready = await waitFor(() => out.includes('epd-encoder ready'), 30_000);
-      if (!ready) process.stderr.write(`OUT>${out.slice(-3000)}\n`);
-      expect(ready).toBe(true);
+      await waitFor(
+        () => out.includes('epd-encoder ready'),
+        30_000,
+        10,
+        () => `OUT>${out.slice(-3000)}`,
+      );
       await waitFor(() => /Try\s/.test(out), 2000);
       expect(out).toMatch(new RegExp(`Dashboard\\s+http://127\\.0\\.0\\.1:${port}/admin/ui`));
       expect(out).toMatch(new RegExp(`Metrics\\s+http://127\\.0\\.0\\.1:${port}/metrics`));

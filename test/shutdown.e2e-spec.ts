@@ -6,7 +6,8 @@ import { connect } from '@nats-io/transport-node';
 import request from 'supertest';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { freePort } from './support/nats-server';
-import { waitFor } from './support/calls';
+import { waitFor, type Reply } from './support/calls';
+import { CallLedger } from './support/ledger';
 import { MAIN, startServiceProcess } from './support/service-process';
 import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 import { recordFault } from './support/fault-report';
@@ -52,12 +53,15 @@ describe('the built service process (e2e)', () => {
         await new Promise((r) => setTimeout(r, 100));
       }
 
+      const ledger = new CallLedger();
       const waits = ['s1', 's2', 's3'].map((id) =>
-        nc
-          .request(`${prefix}.v1.wait_metadata`, JSON.stringify({ req_id: id }), {
-            timeout: 10_000,
-          })
-          .then((m) => m.json<{ err?: unknown }>()),
+        ledger.nats('wait_metadata', 10_000, async () =>
+          (
+            await nc.request(`${prefix}.v1.wait_metadata`, JSON.stringify({ req_id: id }), {
+              timeout: 10_000,
+            })
+          ).json<Reply>(),
+        ),
       );
       for (;;) {
         const res = await request(url).get('/admin/registry');
@@ -66,23 +70,23 @@ describe('the built service process (e2e)', () => {
       }
 
       const started = Date.now();
+      ledger.markFault();
       child.kill('SIGTERM');
       const replies = await Promise.all(waits);
       const exit = await exited;
       const tookMs = Date.now() - started;
       recordFault('sigterm', {
         fault: 'SIGTERM with 3 wait_metadata calls pending',
-        calls: replies.length,
-        answeredOk: replies.filter((r) => !r.err).length,
-        answeredError: replies.filter((r) => r.err).length,
-        neverAnswered: 0, // Promise.all above: every one was answered
-        silentlyLost: 0,
+        ledger,
+        // A wait answered ok must carry the metadata it waited for; none was ever published.
+        silentlyLost: replies.filter((r) => r && !r.err && r.response?.embedding_len === undefined)
+          .length,
+        // What outlived the process: its own hard exit (work abandoned, not closed).
         leftBehind: exit.code === 0 || exit.signal === 'SIGTERM' ? 0 : 1,
-        slowestMs: tookMs,
       });
 
       for (const [i, reply] of replies.entries()) {
-        expect(reply.err).toEqual({
+        expect(reply?.err).toEqual({
           status: 'error',
           code: 503,
           type: 'shutting_down',
