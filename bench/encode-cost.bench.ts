@@ -12,7 +12,7 @@
  *   intra-op threads, as the service), float16 and bfloat16 conversion of the output,
  *   and a TCP send to the reference receiver (sender and receiver both in this process).
  * Baselines in the same run:
- *   - transformers' Qwen2VLImageProcessor path (test/interop/qwen2vl_reference.py, Pillow +
+ *   - a port of transformers' Qwen2VLImageProcessor slow path, read at commit cb0fc56f (test/interop/qwen2vl_reference.py, Pillow +
  *     numpy), decode plus processing, single core (its own process_time);
  *   - the service itself: its process CPU per encode over NATS, minus the bare chain's
  *     (decode, resize, patchify, forward, in a process of its own: chain-cost.ts), is the
@@ -614,7 +614,7 @@ async function main() {
     quick: QUICK,
     machine: machine(),
     baseline:
-      "transformers' Qwen2VLImageProcessor in Python (Pillow + numpy, one thread), the bare ORT forward, and 8 separate forwards, all in the same run",
+      "a port of transformers' Qwen2VLImageProcessor slow path (read at commit cb0fc56f) in Python (Pillow + numpy, one thread), the bare ORT forward, and 8 separate forwards, all in the same run",
     results: { summary, paired: pairedBlocks, batch, float16_999x1024: median(f16) },
     targets: [
       ...Object.keys(summary).map((name) => ({

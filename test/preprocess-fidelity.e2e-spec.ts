@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 
 /**
- * Our image preprocessing against transformers' Qwen2VLImageProcessor (slow path, written
- * from its source in test/interop/qwen2vl_reference.py, run with Debian's Python and
- * Pillow): same grid, same patch layout, and pixel values within the issue's targets, on
+ * Our image preprocessing against a port of transformers' Qwen2VLImageProcessor slow
+ * path (read from huggingface/transformers at commit cb0fc56f; the port is
+ * test/interop/qwen2vl_reference.py, run with Debian's Python and Pillow): same grid, same patch layout, and pixel values within the issue's targets, on
  * images that upscale, shrink, both at once, and in every colour form a client sends.
  */
 const PYTHON = execFileSync('sh', ['-c', 'command -p -v python3']).toString().trim();
@@ -75,7 +75,7 @@ function expectResizedWithinTargets(d: Diff): void {
   expect(d.p999).toBeLessThanOrEqual(0.2);
 }
 
-describe("image preprocessing matches transformers' Qwen2VLImageProcessor (Pillow)", () => {
+describe("image preprocessing matches a port of transformers' Qwen2VLImageProcessor slow path, read at commit cb0fc56f (Pillow)", () => {
   // 'identical': no resize, or any side grows (our WebAssembly port of Pillow's resample):
   // bit for bit the reference's values. 'shrunk': both sides shrink (libvips' reduce, a
   // third of the cost on a large photo): within the issue's targets for resized images.

@@ -11,7 +11,7 @@ import { dataUri, image, tone } from './support/media';
 /**
  * SGLang's ZMQ wire, end to end: the service pushes to a Python receiver that binds a
  * PULL socket and reassembles with SGLang's receiver logic and restricted unpickler
- * (test/interop/, only torch stubbed). Both backends SGLang chooses between are covered:
+ * (test/interop/sglang_stub/: a port of SGLang's receiver, read at commit 20b5ba6e, with torch replaced by a numpy stand-in). Both backends SGLang chooses between are covered:
  * zmq_to_tokenizer (prefill_host + embedding_port in /encode) and zmq_to_scheduler
  * (each TP rank registers through /scheduler_receive_url), plus the legacy port list,
  * multi-part requests, receive_count > 1 and the error frame.

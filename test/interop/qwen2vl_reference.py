@@ -1,6 +1,6 @@
 """Qwen2-VL's image preprocessing as transformers' slow `Qwen2VLImageProcessor` does it,
-written from `image_processing_qwen2_vl.py` and `image_transforms.py` (numpy + Pillow,
-no transformers install): load (EXIF transpose, convert to RGB), smart_resize, Pillow
+a port written from `image_processing_qwen2_vl.py` and `image_transforms.py` as they stand
+at huggingface/transformers commit cb0fc56f (numpy + Pillow, no transformers install): load (EXIF transpose, convert to RGB), smart_resize, Pillow
 BICUBIC resize, rescale 1/255, normalise with the CLIP mean/std, then the patch layout
 (temporal duplication, 2x2 merge order, channel-major 1176-wide rows).
 
@@ -8,7 +8,7 @@ usage: qwen2vl_reference.py OURS.npy MIN_PIXELS MAX_PIXELS IMAGE...
 Compares the reference patches with OURS.npy (float32 [rows, 1176]) and prints one JSON
 line: grid per image, and max / mean / 99.9th-percentile |diff|.
 
-Deliberate differences, documented in the README: an image with a side under 28 px is
+Deliberate differences, documented in docs/encoding.md: an image with a side under 28 px is
 refused by the reference and upsized by us (those cases are not compared), and 16-bit
 images are scaled to 8 bits (v >> 8) rather than clipped.
 """

@@ -1,6 +1,7 @@
 """Whisper log-mel features as transformers' WhisperFeatureExtractor computes them (its
-numpy path), written from `feature_extraction_whisper.py` and `audio_utils.py`
-(mel_filter_bank, window_function, spectrogram): no transformers install.
+numpy path): a port written from `feature_extraction_whisper.py` and `audio_utils.py`
+(mel_filter_bank, window_function, spectrogram) as they stand at huggingface/transformers
+commit 2b897410; no transformers install.
 
 usage: whisper_reference.py OURS.npy N_MELS AUDIO
 AUDIO: a 16 kHz mono PCM16 .wav (read with Python's wave module), or raw float32

@@ -1,6 +1,7 @@
 """The receiving half of SGLang's encoder wire, as its scheduler/tokenizer runs it.
 
-Written from SGLang's `sglang/srt/disaggregation/encoder/receiver.py`: the EmbeddingData
+A port, written in this repository from SGLang's
+`python/sglang/srt/disaggregation/encoder/receiver.py` at sgl-project/sglang commit 20b5ba6e: the EmbeddingData
 class that the encoder pickles (same module path, same attributes), the per-part checks
 of `consume_parts`, and the aggregation of parts (`MultiModalEmbeddingData`) into one
 embedding per modality plus its grid metadata. torch is the numpy stub next to this
