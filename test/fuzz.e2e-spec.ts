@@ -23,10 +23,9 @@ const OUT = process.env.EPD_RELIABILITY_OUT;
 const MAX_REQUEST_BYTES = 65_536;
 const TTL_MS = 3000;
 
-/** Every error type the README documents, with its code(s). */
+/** Every error type docs/errors.md documents, with its code(s). */
 function documentedTypes(): Map<string, string> {
-  const readme = readFileSync(join(__dirname, '..', 'README.md'), 'utf8');
-  const table = readme.slice(readme.indexOf('### Error types'));
+  const table = readFileSync(join(__dirname, '..', 'docs', 'errors.md'), 'utf8');
   const types = new Map<string, string>();
   for (const m of table.matchAll(/^\| `([a-z_]+)`(?: \/ `([a-z_]+)`)?\s*\| ([\d /]+)\|/gm)) {
     types.set(m[1]!, m[3]!.trim());

@@ -1,4 +1,5 @@
 import { configDoc } from './config-doc';
+import { errorsDoc } from './errors-doc';
 import { metricsDoc } from './metrics-doc';
 import { natsDoc } from './nats-doc';
 
@@ -7,4 +8,5 @@ export const GENERATED_DOCS: Readonly<Record<string, () => string>> = {
   'docs/metrics.md': metricsDoc,
   'docs/configuration.md': configDoc,
   'docs/nats-reference.md': natsDoc,
+  'docs/errors.md': errorsDoc,
 };

@@ -5,7 +5,7 @@
  */
 export class MMError extends Error {
   override readonly name: string = 'MMError';
-  /** Stable, machine-readable key (README "Error types"): clients branch on it, not on text. */
+  /** Stable, machine-readable key (docs/errors.md): clients branch on it, not on text. */
   readonly type: string;
 
   constructor(

@@ -13,11 +13,11 @@ export function openApiSchema(schema: z.ZodType, io: 'input' | 'output' = 'input
   return json as SchemaObject;
 }
 
-/** The error body of every route and subject (DESIGN.md §4). */
+/** The error body of every route and subject (docs/contract.md §3). */
 export const errorBodySchema = z.object({
   status: z.literal('error'),
   code: z.number().int(),
-  type: z.string().describe('stable machine-readable key; see the README "Error types"'),
+  type: z.string().describe('stable machine-readable key; listed in docs/errors.md'),
   message: z.string(),
   req_id: z.string().nullable(),
 });
