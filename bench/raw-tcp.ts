@@ -4,7 +4,7 @@
  *   raw-tcp sender <port> <bytes>       for each number n read on stdin, sends n frames of <bytes>
  *                                       (each waiting for its ack) and prints their times (ms) as JSON
  * Both stay up between batches, so the baseline is as warm as the service path.
- * Same frame format as the service's data plane (DESIGN.md §7).
+ * Same frame format as the service's data plane (docs/contract.md §5).
  */
 import { createServer, connect, type Socket } from 'node:net';
 import { encodeHeader, type FrameHeader } from '../src/transfer/frame';

@@ -50,7 +50,7 @@ export function configureApp(
     new DocumentBuilder()
       .setTitle('epd-encoder')
       .setDescription(
-        'Encoder tier of EPD-disaggregated multimodal serving. NATS subjects and payloads: see DESIGN.md §4.',
+        'Encoder tier of EPD-disaggregated multimodal serving. NATS subjects and payloads: see docs/contract.md §1 and docs/nats-reference.md.',
       )
       .addBearerAuth()
       .build(),

@@ -5,7 +5,7 @@ import { ReferenceReceiver } from '../transfer/reference-receiver';
 const USAGE = `usage: epd-receiver [--host 127.0.0.1] [--port 0] [--out DIR]
 
 The reference receiver: a stand-in for a prefill/decode scheduler. It accepts the
-encoder's data-plane frames (DESIGN.md §7), checks byte_length against shape and
+encoder's data-plane frames (docs/contract.md §5), checks byte_length against shape and
 dtype, acks each frame, prints one JSON line per frame, and with --out writes each
 embedding to DIR/<req_id>.part<part_idx>.npy. Ctrl-C stops it.`;
 

@@ -69,7 +69,7 @@ export interface WaitMetadataOptions {
   onAttempt?: (attempt: number) => void;
 }
 
-/** An `encode` body (DESIGN.md §5); items are data URIs, bare base64, URLs or files. */
+/** An `encode` body (docs/contract.md §2); items are data URIs, bare base64, URLs or files. */
 export interface EncodeBody {
   req_id: string;
   modality: 'image' | 'video' | 'audio';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { ConfigError, loadConfig } from './config.loader';
 
 describe('loadConfig', () => {
-  it('embeds the DESIGN.md §3 defaults', () => {
+  it('embeds the documented defaults (docs/configuration.md)', () => {
     const { config } = loadConfig({});
     expect(config.nats.url).toEqual(['nats://127.0.0.1:4222']);
     expect(config.nats.subjectPrefix).toBe('epd');

@@ -133,7 +133,7 @@ export const configSchema = z.object({
 
 export type EpdConfigShape = z.infer<typeof configSchema>;
 
-/** Environment variables of DESIGN.md §3 (plus a few of ours) and the key each one sets. */
+/** Environment variables of docs/configuration.md and the key each one sets. */
 export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_NATS_URL: ['nats', 'url'],
   EPD_NATS_USER: ['nats', 'user'],

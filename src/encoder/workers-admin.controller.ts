@@ -40,7 +40,7 @@ export class WorkersAdminController {
   ) {}
 
   /**
-   * The encoder worker processes (DESIGN.md §5): in one process (EPD_DP_SIZE=1) this one,
+   * The encoder worker processes (docs/contract.md §2): in one process (EPD_DP_SIZE=1) this one,
    * with the columns a DP supervisor fills per rank.
    */
   @Get('workers')

@@ -50,7 +50,7 @@ export type ReleaseReason = 'ack' | 'explicit' | 'ttl' | 'error';
 export const MAX_DESTINATIONS = 1024;
 
 /**
- * The lifecycle of one active req_id on this worker (DESIGN.md §8), as a state machine.
+ * The lifecycle of one active req_id on this worker (docs/contract.md §6), as a state machine.
  * Its fields are read-only to everyone else; they change only through the named
  * transitions below (begin is the constructor; reserve, stage, release and expire are
  * applied by ReqStateStore, which also keeps the staging budget). A transition the

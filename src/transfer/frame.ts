@@ -1,5 +1,5 @@
 /**
- * The data-plane frame (DESIGN.md §7): a 4-byte big-endian header length, a JSON header,
+ * The data-plane frame (docs/contract.md §5): a 4-byte big-endian header length, a JSON header,
  * then `byte_length` raw little-endian bytes. The receiver answers each frame with one
  * JSON line: `{"req_id", "ok": true}` or `{"ok": false, "error"}`.
  */

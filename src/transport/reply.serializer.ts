@@ -10,7 +10,7 @@ interface OutgoingPacket {
 }
 
 /**
- * Replies as DESIGN.md §4 shapes them: `{id, response}` or `{id, err}`. Nest adds
+ * Replies as docs/contract.md §1 shapes them: `{id, response}` or `{id, err}`. Nest adds
  * `isDisposed`, which its own ClientProxy needs to complete the reply stream, so it is
  * kept for callers that sent Nest's envelope and dropped for bare-JSON clients, to whom
  * it is noise.

@@ -1,4 +1,4 @@
-/** Every dp_type the service answers on NATS (DESIGN.md §4). */
+/** Every dp_type the service answers on NATS (docs/contract.md §1). */
 export const DpType = {
   Encode: 'encode',
   PublishMetadata: 'publish_metadata',

@@ -1,8 +1,8 @@
 import { BadRequestError, InternalError, MMError } from './mm-error';
 
 /**
- * Every message a caller can see, in one place (DESIGN.md §5, §6, §8). Clients and
- * tests match on these strings, so change them only together with DESIGN.md.
+ * Every message a caller can see, in one place (docs/contract.md §2, §4, §6). Clients and
+ * tests match on these strings, so change them only together with that contract.
  */
 export const Errors = {
   // metadata registry
@@ -72,11 +72,11 @@ export const Errors = {
       'too_many_streams',
     ),
 
-  // encode validation (DESIGN.md §5): the messages themselves live in encode-request.schema.ts
+  // encode validation (docs/contract.md §2): the messages themselves live in encode-request.schema.ts
   invalidEncode: (message: string, reqId?: string) =>
     new BadRequestError(message, reqId, 'invalid_request'),
 
-  // media (DESIGN.md §5, SGLang's preprocessor messages)
+  // media (docs/contract.md §2; SGLang's preprocessor messages)
   loadFailed: (data: string, reason: string, reqId?: string) =>
     new BadRequestError(
       `Error while loading data ${truncateForMessage(data)}: ${reason}`,
@@ -112,7 +112,7 @@ export const Errors = {
   processFailed: (reason: string, reqId?: string) =>
     new BadRequestError(`Failed to process mm items: ${reason}`, reqId, 'process_failed'),
 
-  // encoder and lifecycle (DESIGN.md §6, §8)
+  // encoder and lifecycle (docs/contract.md §4, §6)
   tokenMismatch: (n: number, m: number, reqId?: string) =>
     new InternalError(
       `Encoder produced ${n} tokens, but preprocessor metadata expected ${m}`,
@@ -176,7 +176,7 @@ export const Errors = {
   encoderNotReady: (reason: string) =>
     new MMError(`encoder not ready: ${reason}`, 503, undefined, 'not_ready'),
 
-  // data plane and destinations (DESIGN.md §7, §8)
+  // data plane and destinations (docs/contract.md §5, §6)
   notActive: (reqId: string) =>
     new BadRequestError(`Encoder request is not active: ${reqId}`, reqId, 'not_active'),
   inconsistentReceiveCount: (reqId: string, registered: number, got: number) =>

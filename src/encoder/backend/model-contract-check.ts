@@ -15,7 +15,7 @@ const describe = (m: InferenceSession.ValueMetadata) =>
   m.isTensor ? `${m.name}: ${m.type} [${m.shape.join(', ')}]` : `${m.name}: not a tensor`;
 
 /**
- * Checks a model's declared inputs and outputs against the contract (DESIGN.md §6), so a
+ * Checks a model's declared inputs and outputs against the contract (docs/contract.md §4), so a
  * wrong file in EPD_MODEL_PATH is refused at start-up with what was expected and what the
  * file declares, instead of failing (or worse, answering garbage) on the first request:
  * - vision: input 0 float32 `[patches, 1176]`, an optional input 1 int64 `[images, 3]`

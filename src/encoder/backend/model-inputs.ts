@@ -2,7 +2,7 @@ import { Tensor, type InferenceSession } from 'onnxruntime-node';
 import { AUDIO_MEL_FRAMES, PATCH_DIM, type ModelKind } from '../pipeline/model-contract';
 
 /**
- * The feeds of one forward, by the model contract (DESIGN.md §6):
+ * The feeds of one forward, by the model contract (docs/contract.md §4):
  * - vision: `pixel_values` float32 [patches, 1176] and, for a model that declares a second
  *   input, `grid_thw` int64 [images, 3];
  * - audio: `input_features` float32 [windows, nMels, 3000] (Whisper log-mel windows).

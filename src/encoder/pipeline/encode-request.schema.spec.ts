@@ -20,7 +20,7 @@ function message(body: unknown): string {
   throw new Error('expected a validation error');
 }
 
-describe('parseEncodeRequest (DESIGN.md §5 messages)', () => {
+describe('parseEncodeRequest (docs/contract.md §2 messages)', () => {
   it('accepts a valid request, lower-casing the modality and normalising items', () => {
     const r = parseEncodeRequest({
       ...valid,

@@ -39,7 +39,7 @@ const mediaItem = z.union(
 );
 
 /**
- * The `/encode` body (DESIGN.md §5). Fields are checked in SGLang's order and the first
+ * The `/encode` body (docs/contract.md §2). Fields are checked in SGLang's order and the first
  * failure is reported with SGLang's exact message; unknown fields are ignored.
  */
 export const encodeRequestSchema = z

@@ -26,7 +26,7 @@ export const stageTimingsSchema = z.object({
   cache_remote_joins: z.number().int().nonnegative().optional(),
 });
 
-/** The `encode` reply (DESIGN.md §4), documented in /docs from this schema. */
+/** The `encode` reply (docs/contract.md §1), documented in /docs from this schema. */
 export const encodeResponseSchema = z.object({
   req_id: z.string(),
   part_idx: z.number().int().nonnegative(),

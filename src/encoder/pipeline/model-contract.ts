@@ -1,5 +1,5 @@
 /**
- * The encoder model contract (DESIGN.md §6): Qwen2-VL's packed-patch layout for vision,
+ * The encoder model contract (docs/contract.md §4): Qwen2-VL's packed-patch layout for vision,
  * Whisper log-mel windows for audio (Qwen2-Audio's tower). Preprocessing produces these
  * shapes, the inference worker feeds them, and any model in EPD_MODEL_PATH /
  * EPD_AUDIO_MODEL_PATH must accept them (checked at start-up).
