@@ -2,7 +2,7 @@
 # epd-encoder: build, then a slim runtime that runs as the unprivileged `node` user.
 #   docker build -t epd-encoder .
 #   docker run -p 30000:30000 -e EPD_NATS_URL=nats://nats:4222 epd-encoder
-# Not built in this repository's CI (no Docker there); see README "Deployment".
+# Not built in this repository's CI (no Docker there); see docs/operations.md, Deployment.
 
 # --- build: compile TypeScript and generate the reference ONNX models (fixed seed) ----
 FROM node:20.19-bookworm-slim AS build

@@ -128,7 +128,7 @@ describe("image preprocessing matches a port of transformers' Qwen2VLImageProces
 
   const stats: string[] = [];
   afterAll(() => {
-    // The per-case statistics, for the record (the closing note and the README quote them).
+    // The per-case statistics, for the record (docs/encoding.md points here for them).
     process.stdout.write(`max / mean / p99.9 |diff| vs the reference:\n${stats.join('\n')}\n`);
   });
 

@@ -11,7 +11,7 @@ import { endpointKey, type Endpoint } from '../transfer/embedding-transport';
  * ZMQ push), whoever names the destination (`send`, `register_destinations`, the encode's
  * `prefill_host`). Entries are CIDRs, IPs and host names (a name allows its subdomains).
  * An address is allowed when a range holds it; a name when it is listed, or when every
- * address it resolves to is. Empty: anywhere (the README names the risk).
+ * address it resolves to is. Empty: anywhere (docs/operations.md, Security, names the risk).
  */
 @Injectable()
 export class DestinationPolicy {

@@ -24,17 +24,17 @@ export const ERROR_TYPE_DOCS: readonly { types: readonly string[]; code: string;
     {
       types: ['store_unavailable'],
       code: '503',
-      when: '`EPD_REGISTRY_STORE=jetstream` and NATS (or the KV bucket) is unreachable: `metadata store jetstream unavailable: \u2026`',
+      when: '`EPD_REGISTRY_STORE=jetstream` and NATS (or the KV bucket) is unreachable: `metadata store jetstream unavailable: …`',
     },
     {
       types: ['owner_gone'],
       code: '503',
-      when: 'a per-req_id call for an embedding staged on an instance that is gone: `owner instance {id} of req_id={req_id} is gone; \u2026`',
+      when: 'a per-req_id call for an embedding staged on an instance that is gone: `owner instance {id} of req_id={req_id} is gone; …`',
     },
     {
       types: ['embedding_lost'],
       code: '503',
-      when: "the process that staged the embedding is gone for good: a DP worker that died, or this instance's previous process (same `EPD_INSTANCE_ID`, restarted after a crash): `staged embedding for req_id={req_id} was lost (encoder restarted\u2026)`; re-encode",
+      when: "the process that staged the embedding is gone for good: a DP worker that died, or this instance's previous process (same `EPD_INSTANCE_ID`, restarted after a crash): `staged embedding for req_id={req_id} was lost (encoder restarted…)`; re-encode",
     },
     { types: ['wait_cancelled'], code: '499', when: 'the waiter went away' },
     {
@@ -71,7 +71,7 @@ export const ERROR_TYPE_DOCS: readonly { types: readonly string[]; code: string;
     {
       types: ['load_failed'],
       code: '400',
-      when: 'media could not be loaded or decoded: `Error while loading data \u2026`',
+      when: 'media could not be loaded or decoded: `Error while loading data …`',
     },
     { types: ['load_timeout'], code: '504', when: "media loading outlived the request's deadline" },
     { types: ['hash_mismatch'], code: '400', when: '`content_hash` does not match' },
@@ -108,12 +108,12 @@ export const ERROR_TYPE_DOCS: readonly { types: readonly string[]; code: string;
     {
       types: ['at_capacity'],
       code: '503',
-      when: '`EPD_MAX_PENDING` requests in flight (with DP: on every worker, `all {n} encoder DP workers are at capacity: \u2026`)',
+      when: '`EPD_MAX_PENDING` requests in flight (with DP: on every worker, `all {n} encoder DP workers are at capacity: …`)',
     },
     {
       types: ['overloaded'],
       code: '503',
-      when: 'a NATS call arrived while the calls queued ahead of it would take longer than `EPD_OVERLOAD_QUEUE_MS` to reach: `encoder overloaded; retry after {ms} ms`, answered at once (\u00a7 Operations)',
+      when: 'a NATS call arrived while the calls queued ahead of it would take longer than `EPD_OVERLOAD_QUEUE_MS` to reach: `encoder overloaded; retry after {ms} ms`, answered at once (see operations.md)',
     },
     {
       types: ['destination_not_allowed'],
@@ -138,14 +138,14 @@ export const ERROR_TYPE_DOCS: readonly { types: readonly string[]; code: string;
     {
       types: ['worker_unavailable'],
       code: '503',
-      when: "a DP worker's IPC channel failed without the worker exiting: `DP worker rank={r} is not answering: \u2026`",
+      when: "a DP worker's IPC channel failed without the worker exiting: `DP worker rank={r} is not answering: …`",
     },
     { types: ['staging_full'], code: '507', when: '`EPD_STAGING_MAX_BYTES` would be exceeded' },
     { types: ['not_ready'], code: '503', when: 'the encoder cannot encode yet (models loading)' },
     {
       types: ['already_released'],
       code: '500',
-      when: '`send` for a req_id with no staged embedding: `\u2026 (already released)`',
+      when: '`send` for a req_id with no staged embedding: `… (already released)`',
     },
     { types: ['not_active'], code: '400', when: 'registration for a req_id that was released' },
     {
