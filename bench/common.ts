@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -10,7 +11,18 @@ process.env.XDG_STATE_HOME = state;
 process.once('exit', () => rmSync(state, { recursive: true, force: true }));
 
 export const QUICK = process.argv.includes('--quick');
-export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');
+/**
+ * Full runs write bench/results/ (committed); quick runs (the CI smoke test) write
+ * bench/results/quick/ (ignored by git), so a smoke run never stands in for a measurement.
+ */
+export const RESULTS_DIR = join(
+  __dirname,
+  '..',
+  '..',
+  'bench',
+  'results',
+  ...(QUICK ? ['quick'] : []),
+);
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -91,15 +103,37 @@ export async function serviceGc(url: string): Promise<{ major: GcTotals; minor: 
 
 export const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
 
+export interface BenchTarget {
+  metric: string;
+  target: string;
+  value: number;
+  pass: boolean;
+}
+
 export interface BenchReport {
   name: string;
   quick: boolean;
   machine: { cpus: number; model: string; memGiB: number; node: string };
   baseline: string;
   results: Record<string, unknown>;
-  targets: { metric: string; target: string; value: number; pass: boolean }[];
+  targets: BenchTarget[];
   table: string[][];
   notes?: string[];
+}
+
+/** One run of a benchmark as its results file keeps it: when, where, at which commit. */
+export interface BenchRun {
+  commit: string;
+  date: string;
+  machine: BenchReport['machine'];
+  targets: BenchTarget[];
+}
+
+/** What bench/results/<name>.json holds: the latest run in full, and every run's targets. */
+export interface BenchFile extends BenchReport {
+  commit: string;
+  date: string;
+  runs: BenchRun[];
 }
 
 export function machine(): BenchReport['machine'] {
@@ -111,25 +145,82 @@ export function machine(): BenchReport['machine'] {
   };
 }
 
-/** Writes bench/results/<name>.json and <name>.md (a markdown table plus targets). */
+/** The commit measured: its short hash, with "+dirty" when the work tree has changes. */
+export function commitMeasured(): string {
+  const git = (args: string[]) => {
+    try {
+      return execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch {
+      return undefined;
+    }
+  };
+  const head = git(['rev-parse', '--short', 'HEAD'])?.trim();
+  if (!head) return 'unknown';
+  const dirty = git([
+    'status',
+    '--porcelain',
+    '--untracked-files=no',
+    '--',
+    'src',
+    'bench',
+    'scripts',
+  ]);
+  return dirty?.trim() ? `${head}+dirty` : head;
+}
+
+/** Median and range of one target over every run kept, as "median (min–max, n runs)". */
+export function spread(values: number[]): string {
+  if (values.length === 0) return '';
+  const sorted = [...values].sort((a, b) => a - b);
+  const n = sorted.length;
+  return n === 1
+    ? `${sorted[0]} (1 run)`
+    : `${median(sorted)} (${sorted[0]}–${sorted[n - 1]}, ${n} runs)`;
+}
+
+/**
+ * Writes bench/results/<name>.json and <name>.md (a markdown table plus targets). Every
+ * run is kept: the file's `runs` gains this one, and the targets table gives each target's
+ * median and range over them beside this run's value, so no run stands alone.
+ */
 export function writeReport(report: BenchReport): void {
   mkdirSync(RESULTS_DIR, { recursive: true });
-  writeFileSync(join(RESULTS_DIR, `${report.name}.json`), `${JSON.stringify(report, null, 2)}\n`);
+  const path = join(RESULTS_DIR, `${report.name}.json`);
+  let earlier: BenchRun[] = [];
+  try {
+    earlier = (JSON.parse(readFileSync(path, 'utf8')) as Partial<BenchFile>).runs ?? [];
+  } catch {
+    // first run
+  }
+  const run: BenchRun = {
+    commit: commitMeasured(),
+    date: new Date().toISOString(),
+    machine: report.machine,
+    targets: report.targets,
+  };
+  const runs = [...earlier, run];
+  const file: BenchFile = { ...report, commit: run.commit, date: run.date, runs };
+  writeFileSync(path, `${JSON.stringify(file, null, 2)}\n`);
   const [head, ...rows] = report.table;
+  const over = (metric: string) =>
+    spread(runs.flatMap((r) => r.targets.filter((t) => t.metric === metric).map((t) => t.value)));
   const md = [
     `# ${report.name}${report.quick ? ' (quick)' : ''}`,
     '',
-    `Machine: ${report.machine.cpus} × ${report.machine.model}, ${report.machine.memGiB} GiB, Node ${report.machine.node}. Baseline: ${report.baseline}.`,
+    `Commit ${run.commit}, ${run.date}. Machine: ${report.machine.cpus} × ${report.machine.model}, ${report.machine.memGiB} GiB, Node ${report.machine.node}. Baseline: ${report.baseline}.`,
     '',
     `| ${head!.join(' | ')} |`,
     `| ${head!.map(() => '---').join(' | ')} |`,
     ...rows.map((r) => `| ${r.join(' | ')} |`),
     '',
-    '| target | wanted | measured | pass |',
-    '| --- | --- | --- | --- |',
+    '| target | wanted | this run | pass | every run kept: median (range) |',
+    '| --- | --- | --- | --- | --- |',
     ...report.targets.map(
-      (t) => `| ${t.metric} | ${t.target} | ${t.value} | ${t.pass ? 'yes' : 'NO'} |`,
+      (t) =>
+        `| ${t.metric} | ${t.target} | ${t.value} | ${t.pass ? 'yes' : 'NO'} | ${over(t.metric)} |`,
     ),
+    '',
+    `Runs kept: ${runs.map((r) => `${r.commit} (${r.date.slice(0, 10)})`).join(', ')}.`,
     ...(report.notes?.length ? ['', ...report.notes.map((n) => `- ${n}`)] : []),
     '',
   ].join('\n');

@@ -15,11 +15,11 @@ import { machine, median, QUICK, round, runBench, summarize, writeReport } from 
 import { startService } from './service-process';
 
 const CONCURRENCY = 8;
-const ROUND_MS = QUICK ? 1500 : 10_000;
-const ROUNDS = QUICK ? 2 : 3;
-const HOP_ROUNDS = QUICK ? 3 : 10;
-const HOP_BLOCK = QUICK ? 60 : 200;
-const ENCODE_BLOCK = QUICK ? 12 : 50;
+const ROUND_MS = QUICK ? 800 : 10_000;
+const ROUNDS = QUICK ? 1 : 3;
+const HOP_ROUNDS = QUICK ? 2 : 10;
+const HOP_BLOCK = QUICK ? 30 : 200;
+const ENCODE_BLOCK = QUICK ? 6 : 50;
 
 const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
 const body = (reqId: string, item: string) =>
@@ -96,8 +96,8 @@ async function main() {
     const plan = ((await (await fetch(`${dp2.url}/admin/workers`)).json()) as WorkersView).threads;
 
     // 1. Throughput, DP=2 against DP=1.
-    await throughput(nc, 'd1', item, QUICK ? 500 : 1500); // warm-up
-    await throughput(nc, 'd2', item, QUICK ? 500 : 1500);
+    await throughput(nc, 'd1', item, QUICK ? 200 : 1500); // warm-up
+    await throughput(nc, 'd2', item, QUICK ? 200 : 1500);
     const tp1: number[] = [];
     const tp2: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {

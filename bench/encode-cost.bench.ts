@@ -51,9 +51,9 @@ import type { ChildAnswer, ChildStage } from './chain-cost';
 import { startService } from './service-process';
 
 sharp.concurrency(1);
-const BLOCKS = QUICK ? 3 : 7;
-const BATCH_BLOCKS = QUICK ? 6 : 21;
-const PER_BLOCK = QUICK ? 3 : 6;
+const BLOCKS = QUICK ? 2 : 7;
+const BATCH_BLOCKS = QUICK ? 2 : 21;
+const PER_BLOCK = QUICK ? 2 : 6;
 const PYTHON = execFileSync('sh', ['-c', 'command -p -v python3']).toString().trim();
 const dir = mkdtempSync(join(tmpdir(), 'epd-cost-'));
 
@@ -222,8 +222,8 @@ print(' '.join(str(x) for x in blocks))
  * on helper threads): measured 20 core-ms per 448² encode over the first 20, then 13-14.
  * So the service is warmed up first, and then measured in blocks, like the stages.
  */
-const SERVICE_WARMUP = QUICK ? 25 : 50;
-const SERVICE_PER_BLOCK = QUICK ? 6 : 12;
+const SERVICE_WARMUP = QUICK ? 8 : 50;
+const SERVICE_PER_BLOCK = QUICK ? 3 : 12;
 
 /** The encode request every measured process answers: one image, as a data URI. */
 const encodeBody = (reqId: string, item: string) => ({
@@ -492,12 +492,18 @@ async function main() {
       r = await imageStages(name, file, session, bare);
       python = pythonReference(path);
       // The service as configured, and without the staging slab, in the same rounds.
-      const services = {
-        slab: await measuredService(file),
-        noSlab: await measuredService(file, { EPD_STAGING_SLAB_BYTES: '0' }),
-        floorRaw: await floorProcess('raw', file),
-        floorNest: await floorProcess('nest', file),
-      };
+      // Started one after the other, so that no warm-up competes with another; a quick
+      // run (a smoke test, measuring nothing) starts them together.
+      const starts = [
+        () => measuredService(file),
+        () => measuredService(file, { EPD_STAGING_SLAB_BYTES: '0' }),
+        () => floorProcess('raw', file),
+        () => floorProcess('nest', file),
+      ] as const;
+      const [slab, noSlab, floorRaw, floorNest] = QUICK
+        ? await Promise.all([starts[0](), starts[1](), starts[2](), starts[3]()])
+        : [await starts[0](), await starts[1](), await starts[2](), await starts[3]()];
+      const services = { slab, noSlab, floorRaw, floorNest };
       try {
         rounds = await pairedRounds(bare, services);
       } finally {

@@ -18,8 +18,8 @@ import { machine, median, QUICK, round, runBench, summarize, writeReport } from 
 import { startService } from './service-process';
 
 const CONCURRENCY = 8;
-const ROUND_MS = QUICK ? 2500 : 12000;
-const ROUNDS = QUICK ? 2 : 3;
+const ROUND_MS = QUICK ? 1000 : 12000;
+const ROUNDS = QUICK ? 1 : 3;
 const SIZE = Number(process.env.EPD_BENCH_IMAGE ?? 448);
 const STAGES = [
   'load_ms',

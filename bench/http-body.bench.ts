@@ -15,7 +15,7 @@ import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, percentile, round, runBench, writeReport } from './common';
 import { startService } from './service-process';
 
-const ROUNDS = QUICK ? 3 : 8;
+const ROUNDS = QUICK ? 2 : 8;
 
 async function probeWhile(url: string, work: () => Promise<unknown>): Promise<number[]> {
   const samples: number[] = [];

@@ -28,7 +28,7 @@ import {
 import { setProcessPriority, startService } from './service-process';
 import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 
-const ENTRIES = 1000;
+const ENTRIES = QUICK ? 200 : 1000;
 const INFLIGHT = 256;
 const DEADLINE_MS = 1000;
 /**
@@ -40,7 +40,7 @@ const DEADLINE_MS = 1000;
  * ratio swung 0.75-0.88 with the denominator.
  */
 const ROUNDS = QUICK ? 1 : 3;
-const SECONDS = QUICK ? 2 : 5;
+const SECONDS = QUICK ? 1 : 5;
 const TICK_MS = 5;
 /** A generator whose own loop is delayed more than this no longer times replies fairly. */
 const GENERATOR_LAG_OK_MS = 100;
@@ -253,7 +253,7 @@ async function run(
   try {
     await publishBenchEntries(nc, prefix, ENTRIES, META);
     const gen = new Generator(nc, subject);
-    await gen.closedLoop(QUICK ? 3_000 : 10_000, INFLIGHT); // warm-up
+    await gen.closedLoop(QUICK ? 1_000 : 10_000, INFLIGHT); // warm-up
     const pid = service.proc.pid!;
     const share = (
       s0: ReturnType<typeof mainThreadSched>,
@@ -267,7 +267,7 @@ async function run(
     const gc = { major: 0, minor: 0 };
     for (let r = 0; r < ROUNDS; r++) {
       const [s0, t0] = [mainThreadSched(pid), performance.now()];
-      const rate = await gen.closedLoop(QUICK ? 10_000 : 40_000, INFLIGHT);
+      const rate = await gen.closedLoop(QUICK ? 3_000 : 40_000, INFLIGHT);
       const atRate = share(s0, mainThreadSched(pid), performance.now() - t0);
       const gcBefore = await serviceGc(service.url);
       const [s2, t2] = [mainThreadSched(pid), performance.now()];

@@ -14,7 +14,7 @@ import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 import { ROOT, startService, stopProcess } from './service-process';
 
-const REPS = QUICK ? 10 : 30;
+const REPS = QUICK ? 4 : 30;
 const SIZES = [
   { label: '8 MB', side: 1288 }, // 92x92 patches → 2116 tokens x 1024 x 4 B ≈ 8.7 MB
   { label: '32 MB', side: 2548 }, // 182x182 patches → 8281 tokens x 1024 x 4 B ≈ 33.9 MB

@@ -23,14 +23,14 @@ import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
 import { ROOT, startService, stopProcess } from './service-process';
 
-const ENTRIES = 1000;
-const ROUNDS = QUICK ? 4 : 12;
-const BLOCK = 200;
+const ENTRIES = QUICK ? 200 : 1000;
+const ROUNDS = QUICK ? 2 : 12;
+const BLOCK = QUICK ? 100 : 200;
 const INFLIGHT = 256;
-const TPUT = QUICK ? 10_000 : 30_000;
-const SENDS = QUICK ? 10 : 40;
-const SIZES = QUICK ? [1_000, 20_000] : [1_000, 100_000];
-const PROBES = QUICK ? 200 : 1000;
+const TPUT = QUICK ? 3_000 : 30_000;
+const SENDS = QUICK ? 5 : 40;
+const SIZES = QUICK ? [1_000, 5_000] : [1_000, 100_000];
+const PROBES = QUICK ? 100 : 1000;
 const META = { embedding_size: 4 * 1024 * 1176, embedding_len: 1176, embedding_dim: 1024 };
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -113,8 +113,12 @@ async function crossWake(nc: NatsConnection, n: number, offset: number): Promise
 async function part1(nats: NatsServer) {
   const bucket = freshBucket('bench');
   const kvEnv = { EPD_REGISTRY_STORE: 'jetstream', EPD_KV_BUCKET: bucket };
-  const mem = await startService({ EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: 'm' });
-  const k1 = await startService({ EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: 'k1', ...kvEnv });
+  // The memory-store service starts beside the first KV one; the second KV one after it,
+  // once the bucket exists.
+  const [mem, k1] = await Promise.all([
+    startService({ EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: 'm' }),
+    startService({ EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: 'k1', ...kvEnv }),
+  ]);
   const k2 = await startService({ EPD_NATS_URL: nats.url, EPD_SUBJECT_PREFIX: 'k2', ...kvEnv });
   const nc = await connect({ servers: nats.url });
   try {

@@ -21,11 +21,11 @@ import {
 import { ROOT, startService, stopProcess } from './service-process';
 
 const ENTRIES = 1000;
-const LATENCY_ROUNDS = QUICK ? 6 : 20;
+const LATENCY_ROUNDS = QUICK ? 3 : 20;
 const LATENCY_BLOCK = 250;
 const INFLIGHT = 256;
-const TPUT_REQUESTS = QUICK ? 20_000 : 60_000;
-const TPUT_ROUNDS = QUICK ? 2 : 3;
+const TPUT_REQUESTS = QUICK ? 5_000 : 60_000;
+const TPUT_ROUNDS = QUICK ? 1 : 3;
 
 const META = { embedding_size: 4 * 1024 * 1176, embedding_len: 1176, embedding_dim: 1024 };
 const request = (i: number) => JSON.stringify({ req_id: `bench-${i % ENTRIES}`, part_idx: 0 });

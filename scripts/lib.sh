@@ -74,9 +74,15 @@ ensure_node_modules() {
   fi
 }
 
+# Builds unless dist/ is newer than every source it is built from.
 ensure_build() {
-  log "building"
-  npx --no-install nest build -p tsconfig.build.json
+  if [ -f dist/main.js ] && [ -z "$(find src config tsconfig.json tsconfig.build.json nest-cli.json .swcrc package-lock.json -newer dist/main.js -print -quit 2>/dev/null)" ]; then
+    log "build is up to date"
+  else
+    log "building"
+    npx --no-install nest build -p tsconfig.build.json
+    touch dist/main.js
+  fi
   # Reference ONNX models, generated from a fixed seed (no download), unless present.
   node dist/cli/generate-models.js
 }
