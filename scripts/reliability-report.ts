@@ -28,7 +28,8 @@ const WHAT: Record<string, string> = {
   'hardening-inputs.e2e-spec.ts': 'oversize and malformed requests on both transports',
   'overload.e2e-spec.ts':
     'a 20,000-call burst, stepping out of the queue group and not: every call answered (ok, 503 overloaded, or NATS no-responders), none left to time out',
-  'soak.e2e-spec.ts': 'long runs of encodes and waits; counts back to zero, heap and RSS',
+  'soak.e2e-spec.ts':
+    'long runs of encodes and waits; counts back to zero, heap ≤ 1.15× and RSS ≤ 1.25× of the warmed baseline',
   'shutdown.e2e-spec.ts': 'SIGTERM under load',
   'worker-shutdown.e2e-spec.ts': 'DP supervisor and worker shutdown',
   'registry-jetstream.e2e-spec.ts': 'the JetStream store through NATS restarts and outages',
@@ -50,6 +51,8 @@ const WHAT: Record<string, string> = {
   'pool-after-close.e2e-spec.ts':
     'a task after the worker pools closed for shutdown: refused 503, no thread started again',
   'worker-load-abort.e2e-spec.ts': 'worker pools closed while their threads load, 120 times',
+  'zmq-socket-exhaustion.e2e-spec.ts':
+    'N1: sends to 1,100 unreachable ZMQ ports, then a new real receiver: no socket or descriptor left behind',
   'nats-creds.e2e-spec.ts':
     'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
 };

@@ -103,7 +103,10 @@ export const configSchema = z.object({
     allowedDestinations: commaList,
     zmqSendHwm: positiveInt,
     zmqLingerMs: z.coerce.number().int().min(0),
-    zmqMaxSockets: positiveInt,
+    // Each PUSH socket holds two file descriptors or more; the service's own ZMQ context is
+    // sized from this, so the cap, not libzmq's default of 1023, is what runs out.
+    zmqMaxSockets: z.coerce.number().int().min(1).max(8192),
+    zmqMaxSocketsPerHost: positiveInt,
     zmqIdleMs: positiveInt,
     zmqEmbeddingClass: z
       .string()
@@ -189,6 +192,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ZMQ_SEND_HWM: ['transfer', 'zmqSendHwm'],
   EPD_ZMQ_LINGER_MS: ['transfer', 'zmqLingerMs'],
   EPD_ZMQ_MAX_SOCKETS: ['transfer', 'zmqMaxSockets'],
+  EPD_ZMQ_MAX_SOCKETS_PER_HOST: ['transfer', 'zmqMaxSocketsPerHost'],
   EPD_ZMQ_IDLE_MS: ['transfer', 'zmqIdleMs'],
   EPD_ZMQ_EMBEDDING_CLASS: ['transfer', 'zmqEmbeddingClass'],
   EPD_ALLOWED_DESTINATIONS: ['transfer', 'allowedDestinations'],

@@ -1,5 +1,5 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
-import { Push } from 'zeromq';
+import { Context, Push } from 'zeromq';
 import { AppConfig } from '../../config/app-config';
 import { EmbeddingTransport, endpointKey, type Endpoint } from '../embedding-transport';
 import type { Ack, FrameHeader } from '../frame';
@@ -8,10 +8,18 @@ import { embeddingDataFrame } from './embedding-data';
 
 interface PushSocket {
   socket: Push;
+  host: string;
   /** zeromq.js allows one send in progress per socket: sends to it run in this chain. */
   tail: Promise<unknown>;
+  /** Sends scheduled on this socket and not finished yet. */
+  queued: number;
   lastUsed: number;
+  /** Why it was closed while sends were still queued on it, if it was. */
+  closedBecause?: string;
 }
+
+/** Context slots beyond EPD_ZMQ_MAX_SOCKETS: libzmq's reaper and any socket mid-close. */
+const CONTEXT_HEADROOM = 16;
 
 /**
  * SGLang's ZMQ data plane (`zmq_to_scheduler` / `zmq_to_tokenizer`): one PUSH socket per
@@ -21,18 +29,26 @@ interface PushSocket {
  * ZMQ has no application ack: a send counts as delivered once ZMQ accepted the message
  * (IMMEDIATE: only onto a connected peer, never queued for one that never came). A
  * receiver that is not there fails the send at the deadline instead of hiding it in a
- * queue. Sockets are bounded (EPD_ZMQ_MAX_SOCKETS, least recently used closed first, and
- * closed after EPD_ZMQ_IDLE_MS), and shutdown waits at most EPD_ZMQ_LINGER_MS for what
- * is still queued.
+ * queue. Sockets are bounded: at most EPD_ZMQ_MAX_SOCKETS (least recently used closed
+ * first, at once, failing what was queued on it), at most EPD_ZMQ_MAX_SOCKETS_PER_HOST to
+ * one host (a flood of ports on one host replaces only that host's sockets), none kept
+ * after a failed send (a destination that took nothing is not reconnected to forever), and
+ * none idle past EPD_ZMQ_IDLE_MS. They live in a context of their own whose socket limit
+ * is sized from the cap, so the cap is reached and enforced before libzmq's limit (1023 in
+ * the shared default context) could refuse a new receiver. Shutdown waits at most
+ * EPD_ZMQ_LINGER_MS for what is still queued.
  */
 @Injectable()
 export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDestroy {
   private readonly logger = new Logger('ZmqSender');
   private readonly sockets = new Map<string, PushSocket>();
+  private readonly perHost = new Map<string, number>();
+  private readonly context: Context;
   private readonly sweepTimer: NodeJS.Timeout;
 
   constructor(private readonly config: AppConfig) {
     super();
+    this.context = new Context({ maxSockets: config.transfer.zmqMaxSockets + CONTEXT_HEADROOM });
     this.sweepTimer = setInterval(
       () => this.closeIdle(),
       Math.min(config.transfer.zmqIdleMs, 60_000),
@@ -57,11 +73,13 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     const frames = header.error_msg !== undefined ? [meta] : [meta, payload];
     const run = async (): Promise<Ack> => {
       if (signal?.aborted) throw new TransferError(`send to ${key} aborted`);
+      if (entry.closedBecause) throw new TransferError(`send to ${key} ${entry.closedBecause}`);
       const remaining = Math.max(1, deadline - Date.now());
       entry.socket.sendTimeout = remaining;
       try {
         await entry.socket.send(frames);
       } catch (err) {
+        if (entry.closedBecause) throw new TransferError(`send to ${key} ${entry.closedBecause}`);
         throw new TransferError(
           `no ZMQ receiver took the message at ${key} within ${remaining} ms (${(err as Error).message})`,
         );
@@ -70,8 +88,16 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
       }
       return { req_id: header.req_id, ok: true };
     };
+    entry.queued++;
     const result = entry.tail.then(run, run);
-    entry.tail = result.catch(() => undefined);
+    entry.tail = result.then(
+      () => void entry.queued--,
+      () => {
+        // Nothing kept for a destination that did not take the message: the next send to it
+        // opens a new socket, instead of this one reconnecting for EPD_ZMQ_IDLE_MS.
+        if (--entry.queued === 0 && this.sockets.get(key) === entry) this.close(key);
+      },
+    );
     return result;
   }
 
@@ -88,11 +114,23 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
       this.sockets.set(key, existing);
       return existing;
     }
-    if (this.sockets.size >= this.config.transfer.zmqMaxSockets) {
-      this.close(this.sockets.keys().next().value!);
+    const { zmqMaxSockets, zmqMaxSocketsPerHost, zmqSendHwm, zmqLingerMs } = this.config.transfer;
+    if ((this.perHost.get(endpoint.host) ?? 0) >= zmqMaxSocketsPerHost) {
+      const [oldest] = [...this.sockets].find(([, e]) => e.host === endpoint.host) ?? [];
+      if (oldest)
+        this.close(
+          oldest,
+          `abandoned: ${zmqMaxSocketsPerHost} sockets to ${endpoint.host} (EPD_ZMQ_MAX_SOCKETS_PER_HOST) were open and this one was the least recently used`,
+        );
     }
-    const { zmqSendHwm, zmqLingerMs } = this.config.transfer;
+    if (this.sockets.size >= zmqMaxSockets) {
+      this.close(
+        this.sockets.keys().next().value!,
+        `abandoned: ${zmqMaxSockets} sockets (EPD_ZMQ_MAX_SOCKETS) were open and this one was the least recently used`,
+      );
+    }
     const socket = new Push({
+      context: this.context,
       immediate: true,
       sendHighWaterMark: zmqSendHwm,
       linger: zmqLingerMs,
@@ -100,8 +138,15 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     const host = endpoint.host.includes(':') ? `[${endpoint.host}]` : endpoint.host;
     if (endpoint.host.includes(':')) socket.ipv6 = true;
     socket.connect(`tcp://${host}:${endpoint.port}`);
-    const entry: PushSocket = { socket, tail: Promise.resolve(), lastUsed: Date.now() };
+    const entry: PushSocket = {
+      socket,
+      host: endpoint.host,
+      tail: Promise.resolve(),
+      queued: 0,
+      lastUsed: Date.now(),
+    };
     this.sockets.set(key, entry);
+    this.perHost.set(endpoint.host, (this.perHost.get(endpoint.host) ?? 0) + 1);
     return entry;
   }
 
@@ -110,17 +155,31 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     for (const [key, entry] of this.sockets) if (entry.lastUsed < cutoff) this.close(key);
   }
 
-  private close(key: string): void {
+  /**
+   * Forgets the socket at once. Without a `reason` it closes once its queued sends have run
+   * (linger bounds how long ZMQ then holds them); with one (evicted to make room) it closes
+   * now, and what was queued on it fails with that reason.
+   */
+  private close(key: string, reason?: string): void {
     const entry = this.sockets.get(key);
     if (!entry) return;
     this.sockets.delete(key);
-    // Closed once its queued sends have run; linger bounds how long ZMQ then holds them.
-    void entry.tail.then(() => {
+    const left = (this.perHost.get(entry.host) ?? 1) - 1;
+    if (left > 0) this.perHost.set(entry.host, left);
+    else this.perHost.delete(entry.host);
+    const closeSocket = () => {
       try {
         entry.socket.close();
       } catch (err) {
         this.logger.warn({ endpoint: key, err: (err as Error).message }, 'closing PUSH socket');
       }
-    });
+    };
+    if (reason && entry.queued > 0) {
+      entry.closedBecause = reason;
+      this.logger.warn({ endpoint: key, queued: entry.queued }, `PUSH socket ${reason}`);
+      closeSocket();
+    } else {
+      void entry.tail.then(closeSocket);
+    }
   }
 }

@@ -18,9 +18,9 @@ const header = (reqId: string): FrameHeader => ({
 
 describe('ZmqEmbeddingSender (real ZMQ sockets on loopback)', () => {
   const pulls: Pull[] = [];
-  async function pull(): Promise<{ socket: Pull; port: number }> {
+  async function pull(host = '127.0.0.1'): Promise<{ socket: Pull; port: number }> {
     const socket = new Pull();
-    await socket.bind('tcp://127.0.0.1:*');
+    await socket.bind(`tcp://${host}:*`);
     pulls.push(socket);
     return { socket, port: Number(/:(\d+)$/.exec(socket.lastEndpoint!)![1]) };
   }
@@ -94,5 +94,57 @@ describe('ZmqEmbeddingSender (real ZMQ sockets on loopback)', () => {
     } finally {
       jest.useRealTimers();
     }
+  });
+
+  // N1 (security, second pass): sockets to destinations that never took a message stayed
+  // open, reconnecting, until libzmq's context limit refused every new receiver.
+  it('closes the socket of a failed send: nothing stays reconnecting to a destination that took nothing', async () => {
+    const s = sender();
+    await expect(
+      s.send({ host: '127.0.0.1', port: 9 }, header('x'), new Uint8Array(8), Date.now() + 100),
+    ).rejects.toThrow(/no ZMQ receiver took the message/);
+    await new Promise((r) => setImmediate(r));
+    expect(s.openConnections).toBe(0);
+    s.onModuleDestroy();
+  });
+
+  it('keeps at most EPD_ZMQ_MAX_SOCKETS_PER_HOST to one host, and other hosts keep theirs', async () => {
+    const s = sender({ EPD_ZMQ_MAX_SOCKETS_PER_HOST: '2' });
+    const other = await pull('127.0.0.2');
+    const ok = (port: number, host = '127.0.0.1') =>
+      s.send({ host, port }, header('h'), new Uint8Array(8), Date.now() + 5000);
+    await ok(other.port, '127.0.0.2');
+    const local = await Promise.all([pull(), pull(), pull()]);
+    for (const rx of local) await ok(rx.port);
+    expect(s.openConnections).toBe(3); // two to 127.0.0.1, one to 127.0.0.2
+    await ok(other.port, '127.0.0.2'); // still open: reused, not reconnected
+    expect(s.openConnections).toBe(3);
+    s.onModuleDestroy();
+  });
+
+  it('makes room by closing the least recently used socket at once, failing what was queued on it', async () => {
+    const s = sender({ EPD_ZMQ_MAX_SOCKETS: '2', EPD_ZMQ_MAX_SOCKETS_PER_HOST: '2' });
+    const deadline = Date.now() + 5000;
+    // Two sends held on sockets to ports nobody listens on (IMMEDIATE: they wait).
+    const held = [9, 11].map((port) =>
+      s.send({ host: '127.0.0.1', port }, header(`held-${port}`), new Uint8Array(8), deadline),
+    );
+    const failures = held.map((p) => p.catch((e: Error) => e.message));
+    const rx = await pull('127.0.0.2');
+    const started = Date.now();
+    const ack = await s.send(
+      { host: '127.0.0.2', port: rx.port },
+      header('real'),
+      new Uint8Array(8),
+      deadline,
+    );
+    expect(ack.ok).toBe(true);
+    expect(await failures[0]).toMatch(
+      /^send to 127\.0\.0\.1:9 abandoned: 2 sockets \(EPD_ZMQ_MAX_SOCKETS\) were open/,
+    );
+    expect(Date.now() - started).toBeLessThan(2000); // at once, not at the held send's deadline
+    expect(s.openConnections).toBe(2);
+    s.onModuleDestroy();
+    await failures[1];
   });
 });
