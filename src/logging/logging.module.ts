@@ -12,7 +12,13 @@ function requestReqId(req: IncomingMessage): string | undefined {
   const fromBody = reqIdOf((req as IncomingMessage & { body?: unknown }).body);
   if (fromBody) return fromBody;
   const match = /\/admin\/registry\/([^/?]+)/.exec(req.url ?? '');
-  return match?.[1] ? decodeURIComponent(match[1]) : undefined;
+  if (!match?.[1]) return undefined;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    // Not valid percent-encoding: the route answers 400 for it; the log line needs no id.
+    return undefined;
+  }
 }
 
 /** EPD_LOG_FORMAT: pretty lines for a terminal, JSON for everything else. */
