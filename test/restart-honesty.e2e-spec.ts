@@ -105,6 +105,11 @@ describe.each([
       expect(r?.err).toMatchObject({ code: 503, type: 'embedding_lost' });
       expect(r?.err?.message).toMatch(lost);
     }
+    // N10 (security, second pass): has_metadata agrees with send (it said present: true).
+    const has = await calls.nats('has_metadata', 5000, () =>
+      call('has_metadata', { req_id: 'held' }),
+    );
+    expect(has?.response).toEqual({ req_id: 'held', present: false });
     // At once, not at the 5 s deadline.
     expect(Date.now() - started).toBeLessThan(2000);
     // What was released before the crash is still just released.
@@ -121,7 +126,11 @@ describe.each([
       fault: `whole-process crash (SIGKILL) and restart, memory store (${name})`,
       ledger: calls,
       // 'held' was acked before the crash: every later call for it must name the loss.
-      silentlyLost: [wait, send, register].some((r) => !namesLoss(r)) ? 1 : 0,
+      // has_metadata must not offer it either.
+      silentlyLost:
+        [wait, send, register].some((r) => !namesLoss(r)) || has?.response?.present !== false
+          ? 1
+          : 0,
       leftBehind: await leftBehind(svc.url, ['held', 'freed', 'foreign']),
     });
   });

@@ -104,7 +104,17 @@ export class MetadataService {
     return this.checksBoot && this.registry.stagedByEarlierProcess(record.owner);
   }
 
+  /**
+   * Whether metadata a receiver can act on is there: not for an embedding that died with
+   * this service's previous process, for which `send` and `wait_metadata` answer
+   * `embedding_lost` (so the three calls agree).
+   */
   async has(reqId: string): Promise<{ req_id: string; present: boolean }> {
-    return { req_id: reqId, present: await this.registry.has(reqId) };
+    if (this.registry.lostInRestart(reqId)) return { req_id: reqId, present: false };
+    const record = await this.registry.get(reqId);
+    return {
+      req_id: reqId,
+      present: record !== undefined && !this.lostWithPredecessor(record),
+    };
   }
 }
