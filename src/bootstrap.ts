@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { INestApplication } from '@nestjs/common';
 import type { CustomStrategy } from '@nestjs/microservices';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { jsonBody } from './common/http/json-body.middleware';
 import { requestLogging } from './logging/logging.module';
@@ -45,7 +45,15 @@ export function configureApp(
       { inheritAppConfig: true },
     );
   }
-  const document = SwaggerModule.createDocument(
+  SwaggerModule.setup('docs', app, openApiDocument(app));
+  // Only the signals that mean "stop": Nest's default also takes SIGUSR2 and friends, which
+  // left no signal for `--heapsnapshot-signal=SIGUSR2` (a heap snapshot stopped the service).
+  if (options.shutdownHooks !== false) app.enableShutdownHooks(['SIGTERM', 'SIGINT', 'SIGHUP']);
+}
+
+/** The OpenAPI document of the app's HTTP routes: served at /docs, and docs/http-api.md. */
+export function openApiDocument(app: INestApplication): OpenAPIObject {
+  return SwaggerModule.createDocument(
     app,
     new DocumentBuilder()
       .setTitle('epd-encoder')
@@ -55,10 +63,6 @@ export function configureApp(
       .addBearerAuth()
       .build(),
   );
-  SwaggerModule.setup('docs', app, document);
-  // Only the signals that mean "stop": Nest's default also takes SIGUSR2 and friends, which
-  // left no signal for `--heapsnapshot-signal=SIGUSR2` (a heap snapshot stopped the service).
-  if (options.shutdownHooks !== false) app.enableShutdownHooks(['SIGTERM', 'SIGINT', 'SIGHUP']);
 }
 
 /**

@@ -1,19 +1,43 @@
 #!/usr/bin/env node
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { NestFactory } from '@nestjs/core';
+import { AppModule } from '../app.module';
+import { openApiDocument } from '../bootstrap';
 import { projectRoot } from '../common/fs/project-root';
+import { loadConfig } from '../config/config.loader';
 import { GENERATED_DOCS } from '../docs/generated';
+import { HTTP_API_DOC, httpApiDoc } from '../docs/http-api-doc';
+
+/**
+ * docs/http-api.md: the OpenAPI document of an app built from the embedded defaults and
+ * never started (no listener, no NATS connection), rendered as the page.
+ */
+async function httpApiPage(): Promise<string> {
+  const { config } = loadConfig({});
+  const app = await NestFactory.create(AppModule.withConfig(config), {
+    logger: false,
+    bodyParser: false,
+    abortOnError: false,
+  });
+  try {
+    return httpApiDoc(openApiDocument(app));
+  } finally {
+    await app.close();
+  }
+}
 
 /**
  * `npm run docs`: writes the generated reference pages under docs/. `--check` writes
  * nothing and exits 1 naming every page that is stale.
  */
-function main(): number {
+async function main(): Promise<number> {
   const check = process.argv.includes('--check');
+  const pages: Record<string, string> = { [HTTP_API_DOC]: await httpApiPage() };
+  for (const [file, render] of Object.entries(GENERATED_DOCS)) pages[file] = render();
   const stale: string[] = [];
-  for (const [file, render] of Object.entries(GENERATED_DOCS)) {
+  for (const [file, text] of Object.entries(pages)) {
     const path = join(projectRoot(), file);
-    const text = render();
     let current = '';
     try {
       current = readFileSync(path, 'utf8');
@@ -33,4 +57,10 @@ function main(): number {
   return 0;
 }
 
-process.exitCode = main();
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`${String((err as Error)?.stack ?? err)}\n`);
+    process.exit(1);
+  },
+);

@@ -17,20 +17,7 @@ import {
 } from '../meta-registry/meta.schema';
 import { profileRequestSchema } from '../profiling/profile.schema';
 import { DpType } from '../transport/subjects';
-
-interface Json {
-  type?: string | string[];
-  properties?: Record<string, Json>;
-  required?: string[];
-  items?: Json;
-  anyOf?: Json[];
-  enum?: unknown[];
-  const?: unknown;
-  description?: string;
-  minimum?: number;
-  maximum?: number;
-  additionalProperties?: unknown;
-}
+import { fieldTable, type JsonSchema } from './schema-table';
 
 interface Operation {
   what: string;
@@ -98,41 +85,8 @@ const OPERATIONS: Record<DpType, Operation> = {
   },
 };
 
-const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
-
-function typeOf(j: Json): string {
-  if (j.const !== undefined) return JSON.stringify(j.const);
-  if (j.enum) return j.enum.map((v) => JSON.stringify(v)).join(' | ');
-  if (j.anyOf) return [...new Set(j.anyOf.map(typeOf))].join(' | ');
-  const t = Array.isArray(j.type) ? j.type.join(' | ') : j.type;
-  if (t === 'array') return `${j.items ? typeOf(j.items) : 'any'}[]`;
-  if (t === 'object' && j.properties) return 'object';
-  if (t === 'integer' || t === 'number') {
-    const max =
-      j.maximum !== undefined && j.maximum < Number.MAX_SAFE_INTEGER ? j.maximum : undefined;
-    const min =
-      j.minimum !== undefined && j.minimum > Number.MIN_SAFE_INTEGER ? j.minimum : undefined;
-    if (min !== undefined && max !== undefined) return `${t} ${min}..${max}`;
-    if (min !== undefined) return `${t} ≥ ${min}`;
-    return t;
-  }
-  return t ?? 'any';
-}
-
 function fields(schema: z.ZodType, io: 'input' | 'output'): string {
-  const j = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Json;
-  const props = Object.entries(j.properties ?? {});
-  if (props.length === 0) return '_(empty object)_\n';
-  const required = new Set(j.required ?? []);
-  const rows = props.map(
-    ([name, p]) =>
-      `| \`${name}\` | ${cell(typeOf(p))} | ${required.has(name) ? 'yes' : ''} | ${cell(p.description ?? '')} |`,
-  );
-  const extra =
-    io === 'input' && j.additionalProperties !== false
-      ? '\nOther fields are accepted and ignored (SGLang sends extras).\n'
-      : '';
-  return `| Field | Type | Required | Notes |\n|---|---|---|---|\n${rows.join('\n')}\n${extra}`;
+  return fieldTable(z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as JsonSchema, io);
 }
 
 /** docs/nats-reference.md, from the handlers' own zod schemas (`npm run docs`). */

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Header, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
-import { ApiBody, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiBody, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
@@ -17,6 +17,7 @@ const TEXT = 'text/plain; charset=utf-8';
  * profiler, or in a DP supervisor on every worker's (ProfileControl).
  */
 @ApiTags('profiling')
+@ApiBearerAuth()
 @UseGuards(AdminTokenGuard)
 @Controller()
 export class ProfilingController {
