@@ -168,6 +168,10 @@ export function commitMeasured(): string {
   return dirty?.trim() ? `${head}+dirty` : head;
 }
 
+/** One target's values over the runs kept, oldest first. */
+export const valuesOf = (runs: readonly BenchRun[], metric: string): number[] =>
+  runs.flatMap((r) => r.targets.filter((t) => t.metric === metric).map((t) => t.value));
+
 /** Median and range of one target over every run kept, as "median (min–max, n runs)". */
 export function spread(values: number[]): string {
   if (values.length === 0) return '';
@@ -202,8 +206,7 @@ export function writeReport(report: BenchReport): void {
   const file: BenchFile = { ...report, commit: run.commit, date: run.date, runs };
   writeFileSync(path, `${JSON.stringify(file, null, 2)}\n`);
   const [head, ...rows] = report.table;
-  const over = (metric: string) =>
-    spread(runs.flatMap((r) => r.targets.filter((t) => t.metric === metric).map((t) => t.value)));
+  const over = (metric: string) => spread(valuesOf(runs, metric));
   const md = [
     `# ${report.name}${report.quick ? ' (quick)' : ''}`,
     '',

@@ -1,17 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { BenchFile, BenchRun } from './common';
+import { spread, valuesOf, type BenchFile } from './common';
 
 const cell = (s: string) => s.replace(/\|/g, '\\|');
-
-/** Median and range of a target over the runs kept, as the results pages print it. */
-function overRuns(runs: BenchRun[], metric: string): string {
-  const values = runs
-    .flatMap((r) => r.targets.filter((t) => t.metric === metric).map((t) => t.value))
-    .sort((a, b) => a - b);
-  if (values.length <= 1) return values.length ? '1 run' : '';
-  return `${values[Math.floor(values.length / 2)]} (${values[0]}–${values[values.length - 1]}, ${values.length} runs)`;
-}
 
 /**
  * bench/results/targets.md: every target of every results file in `dir`, failing ones
@@ -26,7 +17,7 @@ export function targetsTable(dir: string): string {
   const rows = files.flatMap((f) =>
     f.targets.map(
       (t) =>
-        `| ${f.name} | ${cell(t.metric)} | ${cell(t.target)} | ${t.value} | ${t.pass ? 'yes' : '**NO**'} | ${overRuns(f.runs ?? [], t.metric)} | ${f.commit ?? 'not recorded'} | ${f.date?.slice(0, 10) ?? 'not recorded'} |`,
+        `| ${f.name} | ${cell(t.metric)} | ${cell(t.target)} | ${t.value} | ${t.pass ? 'yes' : '**NO**'} | ${spread(valuesOf(f.runs ?? [], t.metric))} | ${f.commit ?? 'not recorded'} | ${f.date?.slice(0, 10) ?? 'not recorded'} |`,
     ),
   );
   const all = files.flatMap((f) => f.targets);
