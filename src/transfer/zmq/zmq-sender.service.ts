@@ -116,12 +116,15 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     }
     const { zmqMaxSockets, zmqMaxSocketsPerHost, zmqSendHwm, zmqLingerMs } = this.config.transfer;
     if ((this.perHost.get(endpoint.host) ?? 0) >= zmqMaxSocketsPerHost) {
-      const [oldest] = [...this.sockets].find(([, e]) => e.host === endpoint.host) ?? [];
-      if (oldest)
+      // The host's least recently used socket: the first of its in the map's order.
+      for (const [oldest, e] of this.sockets) {
+        if (e.host !== endpoint.host) continue;
         this.close(
           oldest,
           `abandoned: ${zmqMaxSocketsPerHost} sockets to ${endpoint.host} (EPD_ZMQ_MAX_SOCKETS_PER_HOST) were open and this one was the least recently used`,
         );
+        break;
+      }
     }
     if (this.sockets.size >= zmqMaxSockets) {
       this.close(
