@@ -24,9 +24,9 @@ lane_a() {
   bench dist-bench/bench/encode-throughput.bench.js
   bench dist-bench/bench/encode-cost.bench.js
   bench dist-bench/bench/send-throughput.bench.js
+  bench dist-bench/bench/http-body.bench.js
 }
 lane_b() {
-  bench dist-bench/bench/http-body.bench.js
   bench dist-bench/bench/shared-metadata.bench.js
   bench dist-bench/bench/dp-workers.bench.js
   bench dist-bench/bench/embedding-cache.bench.js
