@@ -53,6 +53,8 @@ const WHAT: Record<string, string> = {
   'worker-load-abort.e2e-spec.ts': 'worker pools closed while their threads load, 120 times',
   'zmq-socket-exhaustion.e2e-spec.ts':
     'N1: sends to 1,100 unreachable ZMQ ports, then a new real receiver: no socket or descriptor left behind',
+  'kv-bucket-deleted.e2e-spec.ts':
+    'N8: the shared registry bucket deleted under a running service: recreated, serving again',
   'nats-creds.e2e-spec.ts':
     'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
 };

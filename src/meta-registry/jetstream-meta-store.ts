@@ -52,6 +52,8 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   /** Deleted keys and their revision, until the watcher passes it (late echoes ignored). */
   private readonly deleted = new Map<string, number>();
   private closed = false;
+  /** Set while a deleted bucket is being recreated. */
+  private recreating?: Promise<void>;
   private connectionStates?: Subscription;
   private readonly stopping = new AbortController();
   private readyResolve!: () => void;
@@ -213,8 +215,42 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       );
     } catch (err) {
       if (err instanceof MMError) throw err;
+      if (await this.bucketGone()) {
+        throw Errors.storeUnavailable(
+          STORE,
+          `KV bucket ${this.bucketName} was deleted; recreating it`,
+          reqId,
+        );
+      }
       throw Errors.storeUnavailable(STORE, (err as Error).message, reqId);
     }
+  }
+
+  /**
+   * Whether the bucket's stream is gone (deleted by someone: without NATS roles anyone on
+   * the account may). If so it is recreated with this service's settings, once, and the
+   * watcher starts again from its first revision; calls meanwhile get a 503 that says so.
+   */
+  private async bucketGone(): Promise<boolean> {
+    if (this.recreating) return true;
+    if (!this.jsm || this.closed) return false;
+    const missing = await this.jsm.streams.info(`KV_${this.bucketName}`).then(
+      () => false,
+      (err: Error) => /stream not found/i.test(err.message),
+    );
+    if (!missing || this.recreating) return missing;
+    this.logger.warn(
+      { bucket: this.bucketName },
+      "KV bucket was deleted; recreating it with this service's settings",
+    );
+    this.kv = undefined;
+    this.watching = false;
+    this.lastRevision = 0;
+    this.recreating = this.bucket()
+      .then(() => this.watcher?.stop())
+      .catch(() => undefined)
+      .finally(() => (this.recreating = undefined));
+    return true;
   }
 
   override async get(reqId: string): Promise<StoredMeta | undefined> {
@@ -365,6 +401,8 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
           'KV watcher stopped; restarting it',
         );
       }
+      // A watcher ends when its stream goes: the bucket may have been deleted.
+      await this.bucketGone();
       if (this.closed) return;
       const delay = backoffMs(++attempt, { baseMs: 100, maxMs: 2_000, jitter: 0.5 });
       await sleep(delay, this.stopping.signal).catch(() => undefined);
