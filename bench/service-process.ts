@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { connect } from '@nats-io/transport-node';
 import { readdirSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
@@ -81,6 +82,35 @@ export async function startService(
     if (Date.now() > deadline || proc.exitCode !== null)
       throw new Error('service did not become ready');
     await new Promise((r) => setTimeout(r, 100));
+  }
+  // /health is up before the NATS subjects are served (HTTP works without NATS): a
+  // benchmark's first NATS call could meet no responders (a quick run in CI did). Wait
+  // until one is answered.
+  const servers = env.EPD_NATS_URL;
+  if (servers) {
+    const nc = await connect({ servers });
+    try {
+      // This instance's own subject when it has an id (a peer on the same prefix could
+      // answer the shared one first).
+      const prefix = env.EPD_SUBJECT_PREFIX ?? 'epd';
+      const subject = env.EPD_INSTANCE_ID
+        ? `${prefix}.v1.inst.${env.EPD_INSTANCE_ID}.has_metadata`
+        : `${prefix}.v1.has_metadata`;
+      for (;;) {
+        const answered = await nc
+          .request(subject, JSON.stringify({ req_id: 'bench-ready' }), { timeout: 1000 })
+          .then(
+            () => true,
+            () => false,
+          );
+        if (answered) break;
+        if (Date.now() > deadline || proc.exitCode !== null)
+          throw new Error(`service did not serve ${subject}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      await nc.close();
+    }
   }
   return { proc, url, stop: () => stopProcess(proc) };
 }
