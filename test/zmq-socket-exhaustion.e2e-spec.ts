@@ -77,7 +77,7 @@ describe('N1: a flood of unreachable ZMQ destinations (e2e)', () => {
     const got = acked
       ? await Promise.race([
           frames,
-          new Promise<undefined>((r) => setTimeout(() => r(undefined), 5000)),
+          new Promise<undefined>((r) => setTimeout(() => r(undefined), 5000).unref()),
         ])
       : undefined;
     rx.close();
