@@ -4,6 +4,7 @@ import { ParentLink } from '../transport/parent-link';
 import { CacheController } from './cache.controller';
 import { CacheMetrics } from './cache.metrics';
 import { EncodeCache } from './encode-cache.service';
+import { EncodeFlights } from './encode-flights.service';
 
 /** A DP worker's cache, for its supervisor's GET / DELETE /admin/cache. */
 @Injectable()
@@ -29,7 +30,7 @@ class CacheReports implements OnModuleInit {
 @Module({
   imports: [MetaRegistryModule],
   controllers: [CacheController],
-  providers: [EncodeCache, CacheMetrics, CacheReports],
-  exports: [EncodeCache],
+  providers: [EncodeCache, EncodeFlights, CacheMetrics, CacheReports],
+  exports: [EncodeCache, EncodeFlights],
 })
 export class CacheModule {}

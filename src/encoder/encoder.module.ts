@@ -14,6 +14,7 @@ import { EncodeGateway } from './encode-gateway';
 import { LocalEncodeGateway } from './local-encode-gateway';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { EncodeStages } from './pipeline/encode-stages.service';
+import { EmbeddingEncoder } from './pipeline/embedding-encoder.service';
 import { EncoderMetrics } from './pipeline/encoder.metrics';
 import { EncoderProbe } from './pipeline/encoder-probe.service';
 import { EncoderService } from './pipeline/encoder.service';
@@ -44,6 +45,7 @@ import { WorkersAdminController } from './workers-admin.controller';
     EncoderProbe,
     EncodeAdmission,
     EncodeStages,
+    EmbeddingEncoder,
     EncoderService,
     WorkerReports,
     { provide: EncodeGateway, useClass: LocalEncodeGateway },

@@ -21,6 +21,8 @@ import { EncoderMetrics } from './encoder.metrics';
 import { NatsConnectionService } from '../../transport/nats-connection.service';
 import { ParentLink } from '../../transport/parent-link';
 import { EncodeCache } from '../../cache/encode-cache.service';
+import { EncodeFlights } from '../../cache/encode-flights.service';
+import { EmbeddingEncoder } from './embedding-encoder.service';
 import { EncoderService } from './encoder.service';
 
 const DIM = 8;
@@ -140,10 +142,16 @@ function wire(
     {} as unknown as NatsConnectionService,
     new ParentLink(config),
   );
+  const embeddings = new EmbeddingEncoder(
+    clock,
+    stages,
+    new EncodeFlights(cache),
+    states,
+    registry,
+  );
   const service = new EncoderService(
     clock,
     admission,
-    stages,
     states,
     registry,
     {
@@ -151,7 +159,7 @@ function wire(
       checkTargets: () => Promise.resolve(),
       ...delivery,
     } as unknown as DeliveryService,
-    cache,
+    embeddings,
   );
   return { service, registry, states, cache };
 }

@@ -1,0 +1,164 @@
+import { Injectable } from '@nestjs/common';
+import { Clock } from '../../common/clock';
+import { Errors } from '../../common/errors/error-catalogue';
+import { EncodeFlights, type Claim, type Rows } from '../../cache/encode-flights.service';
+import { ReqStateStore, type ReqState } from '../../requests/req-state.store';
+import { MetaRegistry } from '../../meta-registry/meta-registry.service';
+import type { StagingDtype } from '../backend/forward.types';
+import type { SlabSlot } from '../backend/staging-slab';
+import { itemGrids, type PreprocessOk } from '../preprocess/preprocess.types';
+import type { ScheduledResult } from '../scheduler/encode-scheduler.service';
+import { discard } from '../workers/parcel';
+import type { EncodeRequest } from './encode-request.schema';
+import type { StageTimings } from './encode-response';
+import { EncodeStages, type EncodeSize } from './encode-stages.service';
+
+export const round = (ms: number) => Math.round(ms * 1000) / 1000;
+
+/** A release asked for while the request works ends it at the next step. */
+export function checkReleased(state: ReqState): void {
+  if (state.releaseRequested) throw Errors.releasedDuringEncode(state.reqId);
+}
+
+/** Every unit's rows, in item order, and what producing them cost. */
+export interface Encoded {
+  data: Rows;
+  /** The slab slot `data` views, if it is one; held for the request until it is staged. */
+  slot?: SlabSlot;
+  tokens: number;
+  dim: number;
+  grid: number[][];
+  dtype: StagingDtype;
+  timings: Omit<StageTimings, 'stage_ms' | 'total_ms'>;
+}
+
+/**
+ * From a request's media to its rows: load, then, for the items the cache's single flight
+ * leaves to this request, plan → reserve → preprocess → publish metadata → forward; the
+ * rest come from the cache or from the request that encodes them. The caller owns the
+ * request's state (begin, stage, deliver, fail).
+ */
+@Injectable()
+export class EmbeddingEncoder {
+  constructor(
+    private readonly clock: Clock,
+    private readonly stages: EncodeStages,
+    private readonly flights: EncodeFlights,
+    private readonly states: ReqStateStore,
+    private readonly registry: MetaRegistry,
+  ) {}
+
+  async encode(req: EncodeRequest, state: ReqState, deadline: number): Promise<Encoded> {
+    const modelPath = () => this.modelPath(req);
+    // Trusting the caller's hashes, every item may be cached already: nothing to load.
+    const hinted = await this.flights.hinted(req, modelPath);
+    const loadStart = this.clock.elapsed();
+    const items = hinted?.hits ? [] : await this.stages.load(req, deadline);
+    const loadMs = this.clock.elapsed() - loadStart;
+    checkReleased(state);
+
+    // Encoded again when a unit joined from another request failed for that one's reasons:
+    // the staging reservation grows to the largest attempt, never twice.
+    let reserved = 0;
+    const reserve = (bytes: number) => {
+      if (bytes > reserved) this.states.reserve(state, bytes - reserved);
+      reserved = Math.max(reserved, bytes);
+    };
+    const encoded = await this.flights.run(req, items, deadline, modelPath, hinted, (claim) =>
+      this.encodeClaimed(req, state, items, claim, deadline, reserve),
+    );
+    return { ...encoded, timings: { ...encoded.timings, load_ms: round(loadMs) } };
+  }
+
+  private async modelPath(req: EncodeRequest): Promise<string> {
+    const info = await this.stages.models();
+    return req.modality === 'audio' ? info.audioPath : info.visionPath;
+  }
+
+  /**
+   * Plan → reserve → preprocess → publish metadata → forward, for the items of the claim
+   * that are this request's to encode (the cache neither has them nor is another request
+   * encoding them; without the cache, every item); the output is every unit's rows in
+   * item order.
+   */
+  private async encodeClaimed(
+    req: EncodeRequest,
+    state: ReqState,
+    items: Buffer[],
+    claim: Claim,
+    deadline: number,
+    reserve: (bytes: number) => void,
+  ): Promise<Omit<Encoded, 'timings'> & { timings: Omit<Encoded['timings'], 'load_ms'> }> {
+    const mine = claim.items;
+    const part =
+      mine.length === items.length ? req : { ...req, mm_items: mine.map((i) => req.mm_items[i]!) };
+    const partItems = mine.map((i) => items[i]!);
+    const t = { plan: 0, preWall: 0 };
+    let size: EncodeSize | undefined;
+    if (mine.length > 0) {
+      // Headers first: the caps and the staging reservation come before any decoding.
+      const planStart = this.clock.elapsed();
+      size = await this.stages.plan(part, partItems);
+      t.plan = this.clock.elapsed() - planStart;
+      claim.planned(size.tokens, size.itemTokens);
+    }
+    const tokens = await claim.tokens();
+    const dim = size?.dim ?? (await this.stages.dimOf(req.modality));
+    const bytes = tokens * dim * this.stages.bytesPerValue;
+    reserve(bytes);
+    checkReleased(state);
+
+    let pre: PreprocessOk | undefined;
+    let result: ScheduledResult | undefined;
+    try {
+      if (size) {
+        const preStart = this.clock.elapsed();
+        pre = await this.stages.preprocess(part, partItems, size);
+        t.preWall = this.clock.elapsed() - preStart;
+        checkReleased(state);
+      }
+      const meta = { embedding_size: bytes, embedding_len: tokens, embedding_dim: dim };
+      await this.registry.publish(req.req_id, meta, req.part_idx, this.registry.self);
+      if (size && pre) {
+        result = await this.stages.forward(part, pre, size, deadline, () => state.releaseRequested);
+      }
+    } finally {
+      // The inference thread has the model input by now, unless the request ended first:
+      // then its buffer is freed here, not whenever a collection finds the port.
+      discard(pre?.data);
+    }
+    // The forward's slab slot (if any) is this request's until staged: freed on any way out.
+    let slot = result?.output.slot;
+    let rows: { data: Rows; grid: number[][] };
+    try {
+      if (pre && result) {
+        claim.land(result.output.data, dim, itemGrids(pre));
+        checkReleased(state);
+      }
+      rows = await claim.rows();
+    } catch (err) {
+      slot?.drop();
+      throw err;
+    }
+    if (slot && rows.data !== result?.output.data) {
+      slot.drop(); // staged from a copy
+      slot = undefined;
+    }
+    return {
+      ...rows,
+      slot,
+      tokens,
+      dim,
+      dtype: this.stages.stagingDtype,
+      timings: {
+        queue_ms: round(result?.queueMs ?? 0),
+        plan_ms: round(t.plan),
+        preprocess_wait_ms: round(Math.max(0, t.preWall - (pre?.ms ?? 0))),
+        preprocess_ms: round(pre?.ms ?? 0),
+        forward_ms: round(result?.forwardMs ?? 0),
+        batch_size: result?.batchSize ?? 0,
+        ...claim.counts(),
+      },
+    };
+  }
+}
