@@ -1,5 +1,10 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
-import { Injectable } from '@nestjs/common';
+import {
+  createParamDecorator,
+  Injectable,
+  type ExecutionContext,
+  type PipeTransform,
+} from '@nestjs/common';
 import type { NatsContext } from '@nestjs/microservices';
 import { AppConfig } from '../config/app-config';
 import { Clock } from './clock';
@@ -61,6 +66,19 @@ export class Deadlines {
     return this.config.timeouts.reqTimeoutMs;
   }
 
+  /** Each call's deadline, computed once however many times it is asked for. */
+  private readonly calls = new WeakMap<object, number>();
+
+  /** The absolute deadline (epoch ms) of the call `call` reads (see callOf). */
+  forCall(call: Call): number {
+    let deadline = this.calls.get(call.holder);
+    if (deadline === undefined) {
+      deadline = this.of(call.fields, call.nats);
+      this.calls.set(call.holder, deadline);
+    }
+    return deadline;
+  }
+
   /** The absolute deadline (epoch ms) of a call. */
   of(payload: DeadlineFields, ctx?: NatsContext): number {
     return callDeadline(payload, this.maxMs, ctx, this.clock.now());
@@ -72,3 +90,64 @@ export class Deadlines {
     return callTimeoutMs(payload.timeout_ms, this.maxMs, ctx, now, payload.deadline_ms);
   }
 }
+
+/** What a call's deadline is read from, before its payload is validated. */
+export interface Call {
+  /** The HTTP request or the NATS context: one per call, the key of its deadline. */
+  holder: object;
+  fields: DeadlineFields;
+  nats?: NatsContext;
+}
+
+const finite = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+/**
+ * The deadline fields of a call over either transport: the NATS payload and its headers,
+ * or the HTTP body (over HTTP, the `Deadline` header is not read). Fields that are not
+ * numbers are left out here; the payload's own validation rejects them with a 400.
+ */
+export function callOf(context: ExecutionContext): Call {
+  const fieldsOf = (payload: unknown): DeadlineFields => {
+    const p = (payload ?? {}) as Record<string, unknown>;
+    return { timeout_ms: finite(p.timeout_ms), deadline_ms: finite(p.deadline_ms) };
+  };
+  if (context.getType() === 'rpc') {
+    const rpc = context.switchToRpc();
+    const nats = rpc.getContext<NatsContext>();
+    return { holder: nats, fields: fieldsOf(rpc.getData()), nats };
+  }
+  const req = context.switchToHttp().getRequest<{ body?: unknown }>();
+  return { holder: req, fields: fieldsOf(req.body) };
+}
+
+@Injectable()
+export class DeadlinePipe implements PipeTransform<Call, number> {
+  constructor(private readonly deadlines: Deadlines) {}
+
+  transform(call: Call): number {
+    return this.deadlines.forCall(call);
+  }
+}
+
+@Injectable()
+export class TimeoutPipe implements PipeTransform<Call, number> {
+  constructor(
+    private readonly deadlines: Deadlines,
+    private readonly clock: Clock,
+  ) {}
+
+  transform(call: Call): number {
+    return Math.max(1, this.deadlines.forCall(call) - this.clock.now());
+  }
+}
+
+const call = createParamDecorator((_: unknown, context: ExecutionContext) => callOf(context));
+
+/**
+ * The call's absolute deadline (epoch ms), over HTTP and NATS alike: the earliest of
+ * `timeout_ms`, `deadline_ms` and the NATS `Deadline` header, capped by EPD_REQ_TIMEOUT_MS.
+ */
+export const CallDeadline = () => call(DeadlinePipe);
+
+/** The milliseconds left until the call's deadline (at least 1). */
+export const CallTimeoutMs = () => call(TimeoutPipe);

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Post } from '@nestjs/common';
-import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
+import { MessagePattern, Payload } from '@nestjs/microservices';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
-import { Deadlines } from '../common/deadline';
+import { CallDeadline } from '../common/deadline';
 import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { DpType } from '../transport/subjects';
 import { EncodeRequestPipe } from './pipeline/encode-request.pipe';
@@ -16,10 +16,7 @@ import { encodeResponseSchema, type EncodeResponse } from './pipeline/encode-res
 @ApiTags('encoder')
 @Controller()
 export class EncoderController {
-  constructor(
-    private readonly gateway: EncodeGateway,
-    private readonly deadlines: Deadlines,
-  ) {}
+  constructor(private readonly gateway: EncodeGateway) {}
 
   @Post('encode')
   @HttpCode(200)
@@ -28,17 +25,18 @@ export class EncoderController {
   encodeHttp(
     @Body() raw: object,
     @Body(EncodeRequestPipe) req: EncodeRequest,
+    @CallDeadline() deadline: number,
   ): Promise<EncodeResponse> {
-    return this.gateway.encode(raw, req, this.deadlines.of(req));
+    return this.gateway.encode(raw, req, deadline);
   }
 
   @MessagePattern(DpType.Encode)
   encode(
     @Payload() raw: object,
     @Payload(EncodeRequestPipe) req: EncodeRequest,
-    @Ctx() ctx: NatsContext,
+    @CallDeadline() deadline: number,
   ): Promise<EncodeResponse> {
-    return this.gateway.encode(raw, req, this.deadlines.of(req, ctx));
+    return this.gateway.encode(raw, req, deadline);
   }
 
   /** A real encode of a tiny image (or recent forward progress when busy); 503 on failure. */

@@ -1,9 +1,9 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
-import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
+import { MessagePattern, Payload } from '@nestjs/microservices';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { Observable } from 'rxjs';
-import { Deadlines } from '../common/deadline';
+import { CallTimeoutMs } from '../common/deadline';
 import { abortOnDisconnect } from '../common/http/abort-on-disconnect';
 import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
@@ -24,10 +24,7 @@ import { MetadataService } from './metadata.service';
 @ApiTags('metadata')
 @Controller()
 export class MetadataController {
-  constructor(
-    private readonly metadata: MetadataService,
-    private readonly deadlines: Deadlines,
-  ) {}
+  constructor(private readonly metadata: MetadataService) {}
 
   @MessagePattern(DpType.PublishMetadata)
   publish(
@@ -40,9 +37,8 @@ export class MetadataController {
   @MessagePattern(DpType.WaitMetadata)
   wait(
     @Payload(new ZodPipe(waitMetadataSchema, 'wait_metadata request')) req: WaitMetadataRequest,
-    @Ctx() ctx: NatsContext,
+    @CallTimeoutMs() timeoutMs: number,
   ): Observable<WaitMetadataResponse> {
-    const timeoutMs = this.deadlines.timeoutMs(req, ctx);
     return this.metadata.wait(req.req_id, req.part_idx, { timeoutMs });
   }
 
@@ -61,11 +57,12 @@ export class MetadataController {
   receiveMetadata(
     @Body(new ZodPipe(waitMetadataSchema, 'scheduler_receive_meta_data request'))
     body: WaitMetadataRequest,
+    @CallTimeoutMs() timeoutMs: number,
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): Observable<WaitMetadataResponse> {
     return this.metadata.wait(body.req_id, body.part_idx, {
-      timeoutMs: this.deadlines.timeoutMs(body),
+      timeoutMs,
       signal: abortOnDisconnect(req, res),
     });
   }

@@ -1,3 +1,4 @@
+import { LocalReqIds } from '../routing/owner-routed';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
@@ -47,7 +48,7 @@ export interface StagingStats {
  * after EPD_SEND_TIMEOUT_MS.
  */
 @Injectable()
-export class ReqStateStore implements OnModuleInit, OnModuleDestroy {
+export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds {
   private readonly logger = new Logger('Requests');
   private sweepTimer?: NodeJS.Timeout;
   private readonly states = new Map<string, ReqState>();

@@ -1,43 +1,43 @@
-import { Controller } from '@nestjs/common';
-import { Ctx, MessagePattern, NatsContext, Payload } from '@nestjs/microservices';
-import { Deadlines } from '../common/deadline';
+import { Controller, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { MessagePattern, Payload } from '@nestjs/microservices';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { ZodPipe } from '../common/validation/zod.pipe';
-import { reqIdOnlySchema, type ReqIdRequest } from '../meta-registry/meta.schema';
-import { OwnerRouter, routeOptions } from '../routing/owner-router.service';
+import { reqIdOnlySchema, reqIdSchema, type ReqIdRequest } from '../meta-registry/meta.schema';
+import { OwnerRouted } from '../routing/owner-routed';
 import { DpType } from '../transport/subjects';
-import { ReqStateStore } from './req-state.store';
+import type { ReleaseOutcome } from './req-state.store';
 import { RequestLifecycle } from './request-lifecycle.service';
 
-/** NATS `release` (the admin route `POST /admin/requests/:req_id/release` is the same path). */
+/**
+ * `release`, over NATS and as `POST /admin/requests/:req_id/release`: idempotent, it frees
+ * the staged embedding, defers while encoding, or leaves a tombstone. With a shared store,
+ * a release for an embedding staged elsewhere goes to its owner; one for a req_id with no
+ * metadata anywhere leaves its tombstone here, at once.
+ */
 @Controller()
 export class RequestsController {
-  constructor(
-    private readonly lifecycle: RequestLifecycle,
-    private readonly states: ReqStateStore,
-    private readonly router: OwnerRouter,
-    private readonly deadlines: Deadlines,
-  ) {}
+  constructor(private readonly lifecycle: RequestLifecycle) {}
 
-  /**
-   * Idempotent: frees the staged embedding, defers while encoding, or leaves a tombstone.
-   * With a shared store, a release for an embedding staged elsewhere goes to its owner;
-   * one for a req_id with no metadata anywhere leaves its tombstone here, at once.
-   */
   @MessagePattern(DpType.Release)
-  release(
+  @OwnerRouted(DpType.Release)
+  async release(
     @Payload(new ZodPipe(reqIdOnlySchema, 'release request')) req: ReqIdRequest,
-    @Ctx() ctx: NatsContext,
   ): Promise<null> {
-    return this.router.route(
-      DpType.Release,
-      req.req_id,
-      req,
-      this.deadlines.of({}, ctx),
-      async () => {
-        await this.lifecycle.release(req.req_id);
-        return null;
-      },
-      routeOptions(this.states, req.req_id, ctx),
-    );
+    await this.lifecycle.release(req.req_id);
+    return null;
+  }
+
+  /** The HTTP twin of `release`; a release its owner answered reports `routed`. */
+  @Post('admin/requests/:req_id/release')
+  @HttpCode(200)
+  @ApiTags('admin')
+  @ApiBearerAuth()
+  @UseGuards(AdminTokenGuard)
+  @OwnerRouted(DpType.Release, { forwarded: (reqId) => ({ req_id: reqId, outcome: 'routed' }) })
+  async releaseHttp(
+    @Param('req_id', new ZodPipe(reqIdSchema, 'req_id')) reqId: string,
+  ): Promise<{ req_id: string; outcome: ReleaseOutcome | 'routed' }> {
+    return { req_id: reqId, outcome: await this.lifecycle.release(reqId) };
   }
 }

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { LocalReqIds } from '../routing/owner-routed';
 import { RoutingModule } from '../routing/routing.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RequestLifecycle } from './request-lifecycle.service';
@@ -13,7 +14,11 @@ import { RequestsController } from './requests.controller';
 @Module({
   imports: [MetaRegistryModule, RoutingModule],
   controllers: [RequestsController],
-  providers: [ReqStateStore, RequestLifecycle],
-  exports: [ReqStateStore, RequestLifecycle],
+  providers: [
+    ReqStateStore,
+    RequestLifecycle,
+    { provide: LocalReqIds, useExisting: ReqStateStore },
+  ],
+  exports: [ReqStateStore, RequestLifecycle, LocalReqIds],
 })
 export class RequestsModule {}
