@@ -3,8 +3,9 @@ import { Clock } from '../common/clock';
 import { EncodeAdmission } from '../encoder/pipeline/encode-admission.service';
 import { ReqStateStore } from '../requests/req-state.store';
 import { ParentLink } from '../transport/parent-link';
-import { requestsView } from './request-views';
+import { requestsView, type RequestsView } from './request-views';
 import { EncoderBackend } from '../encoder/backend/encoder-backend';
+import type { IpcTopic } from '../transport/ipc-topics';
 
 /** A DP worker's request list, for its supervisor's GET /admin/requests. */
 @Injectable()
@@ -26,5 +27,12 @@ export class AdminReports implements OnModuleInit {
         this.backend?.stagingSlab,
       ),
     );
+  }
+}
+
+declare module '../transport/ipc-topics' {
+  interface IpcTopics {
+    /** Supervisor → worker: its requests, for the supervisor's GET /admin/requests. */
+    requests: IpcTopic<void, RequestsView>;
   }
 }

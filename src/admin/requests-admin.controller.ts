@@ -32,7 +32,7 @@ export class RequestsAdminController {
   @Get('requests')
   async requests(): Promise<RequestsView | { ranks: ({ dp_rank: number } & RequestsView)[] }> {
     if (this.ranks) {
-      const answers = await this.ranks.gather<RequestsView>('requests');
+      const answers = await this.ranks.gather('requests');
       return { ranks: answers.map((a) => ({ dp_rank: a.rank, ...a.value })) };
     }
     return requestsView(

@@ -3,8 +3,10 @@ import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { ParentLink } from '../transport/parent-link';
 import { CacheController } from './cache.controller';
 import { CacheMetrics } from './cache.metrics';
-import { EncodeCache } from './encode-cache.service';
+import { EncodeCache, type ClusterView } from './encode-cache.service';
+import type { CacheStats } from './embedding-cache';
 import { EncodeFlights } from './encode-flights.service';
+import type { IpcTopic } from '../transport/ipc-topics';
 
 /** A DP worker's cache, for its supervisor's GET / DELETE /admin/cache. */
 @Injectable()
@@ -34,3 +36,12 @@ class CacheReports implements OnModuleInit {
   exports: [EncodeCache, EncodeFlights],
 })
 export class CacheModule {}
+
+declare module '../transport/ipc-topics' {
+  interface IpcTopics {
+    /** Supervisor → worker: its cache and single-flight view, for GET /admin/cache. */
+    cache: IpcTopic<void, CacheStats & { single_flight: ClusterView }>;
+    /** Supervisor → worker: purge its cache (DELETE /admin/cache). */
+    cache_purge: IpcTopic<void, { purged: number }>;
+  }
+}

@@ -1,4 +1,5 @@
 import type { Owner } from '../meta-registry/meta-store';
+import type { IpcTopic } from '../transport/ipc-topics';
 
 /**
  * Who encodes (or holds) the embedding of one cache key, as recorded for every process
@@ -124,7 +125,7 @@ export type ClaimCall =
   | { op: 'release'; key: string; revision: number };
 
 /** Serves one ClaimCall on `claims` (the supervisor's side of the IPC). */
-export function serveClaimCall(claims: CacheClaims, call: ClaimCall): Promise<unknown> {
+export function serveClaimCall(claims: CacheClaims, call: ClaimCall): Promise<ClaimReply> {
   switch (call.op) {
     case 'claim':
       return claims.claim(call.key, call.record, call.unusable);
@@ -132,5 +133,15 @@ export function serveClaimCall(claims: CacheClaims, call: ClaimCall): Promise<un
       return claims.update(call.key, call.record, call.revision);
     case 'release':
       return claims.release(call.key, call.revision).then(() => null);
+  }
+}
+
+/** What the supervisor answers a ClaimCall: by op, as CacheClaims returns it. */
+export type ClaimReply = Claimed | number | undefined | null;
+
+declare module '../transport/ipc-topics' {
+  interface IpcTopics {
+    /** Worker → supervisor: one claim operation of the cache's single flight. */
+    claims: IpcTopic<ClaimCall, ClaimReply>;
   }
 }

@@ -1,5 +1,11 @@
 import type { IpcChannel } from '../transport/ipc-channel';
-import { CacheClaims, type ClaimCall, type ClaimRecord, type Claimed } from './claims';
+import {
+  CacheClaims,
+  type ClaimCall,
+  type ClaimRecord,
+  type ClaimReply,
+  type Claimed,
+} from './claims';
 
 /** An IPC call's bound: a claim never holds an encode longer than this. */
 const IPC_TIMEOUT_MS = 2_000;
@@ -35,7 +41,7 @@ export class ParentClaims extends CacheClaims {
     );
   }
 
-  private call<T>(call: ClaimCall): Promise<T> {
-    return this.channel.request<T>('claims', call, IPC_TIMEOUT_MS);
+  private async call<T extends ClaimReply>(call: ClaimCall): Promise<T> {
+    return (await this.channel.request('claims', call, IPC_TIMEOUT_MS)) as T;
   }
 }

@@ -35,7 +35,7 @@ export class DispatchAdminController {
   /** Each rank's batching scheduler counters (GET /admin/encoder of a single process). */
   @Get('encoder')
   async encoder(): Promise<{ ranks: { dp_rank: number; stats: unknown }[] }> {
-    const answers = await this.supervisor.gather<unknown>('scheduler');
+    const answers = await this.supervisor.gather('scheduler');
     return { ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })) };
   }
 
@@ -49,7 +49,7 @@ export class DispatchAdminController {
     claims_held?: number;
     ranks: { dp_rank: number; cache: unknown }[];
   }> {
-    const answers = await this.supervisor.gather<unknown>('cache');
+    const answers = await this.supervisor.gather('cache');
     return {
       ...(this.supervisor.claims ? { claims_held: this.supervisor.claims.size } : {}),
       ranks: answers.map((a) => ({ dp_rank: a.rank, cache: a.value })),
@@ -59,7 +59,7 @@ export class DispatchAdminController {
   /** Purges every rank's cache. */
   @Delete('cache')
   async purgeCache(): Promise<{ ranks: { dp_rank: number; purged: number }[] }> {
-    const answers = await this.supervisor.gather<{ purged: number }>('cache_purge');
+    const answers = await this.supervisor.gather('cache_purge');
     return { ranks: answers.map((a) => ({ dp_rank: a.rank, purged: a.value.purged })) };
   }
 }

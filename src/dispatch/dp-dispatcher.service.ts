@@ -14,6 +14,7 @@ import type { IpcCall } from '../transport/ipc-rpc.server';
 import { DpType } from '../transport/subjects';
 import { WorkerSupervisor, type Rank } from './worker-supervisor.service';
 import { currentTraceparent } from '../tracing/tracing';
+import type { IpcReportTopic, IpcTopics } from '../transport/ipc-topics';
 
 /** One rank's answer to a broadcast: its value, or the error it (or its absence) gave. */
 export interface RankAnswer<T> {
@@ -133,8 +134,10 @@ export class DpDispatcher extends LocalRanks {
     return this.callRank<T>(rank, dp, reqId, body, deadline);
   }
 
-  override gather<T>(type: string): Promise<{ rank: number; value: T }[]> {
-    return this.supervisor.gather<T>(type);
+  override gather<K extends IpcReportTopic>(
+    type: K,
+  ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]> {
+    return this.supervisor.gather(type);
   }
 
   private callRank<T>(
@@ -157,7 +160,7 @@ export class DpDispatcher extends LocalRanks {
     const timeoutMs = Math.max(1, deadline - this.clock.now());
     const timeout = () => Errors.deadlineExceeded(`${dp} on DP worker rank=${rank.rank}`, reqId);
     return this.supervisor.track(rank, reqId, () =>
-      channel.request<T>('rpc', call, timeoutMs, timeout).catch((err: unknown) => {
+      (channel.request('rpc', call, timeoutMs, timeout) as Promise<T>).catch((err: unknown) => {
         if (err instanceof MMError) throw err;
         throw Errors.workerNotAnswering(rank.rank, (err as Error).message, reqId);
       }),

@@ -17,9 +17,10 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { isErrorMeta } from '../meta-registry/meta.schema';
 import { MetaStore } from '../meta-registry/meta-store';
 import type { MirrorMessage } from '../meta-registry/parent-mirrored-store';
-import { MemoryClaims, serveClaimCall, type ClaimCall } from '../cache/claims';
+import { MemoryClaims, serveClaimCall } from '../cache/claims';
 import { HeldIndex } from './held-index';
 import { IpcChannel } from '../transport/ipc-channel';
+import type { IpcReportTopic, IpcTopics } from '../transport/ipc-topics';
 
 /** The built service entry point; each worker runs it with EPD_DP_WORKER=1. */
 const WORKER_MAIN = join(__dirname, '..', 'main.js');
@@ -91,12 +92,6 @@ export interface WorkerView {
   staged_bytes: number | null;
   restarts: number;
   last_exit_code: number | null;
-}
-
-/** What a worker reports about itself over IPC (`stats`). */
-export interface WorkerStats {
-  pending: number;
-  staged_bytes: number;
 }
 
 /**
@@ -199,9 +194,9 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       r.ready = true;
       this.logger.log({ dp_rank: r.rank, pid: child.pid }, `DP worker rank=${r.rank} is ready`);
     });
-    channel.handle('meta', (m) => this.mirror(r, child.pid, m as MirrorMessage));
+    channel.handle('meta', (m) => this.mirror(r, child.pid, m));
     const claims = this.claims;
-    if (claims) channel.handle('claims', (c) => serveClaimCall(claims, c as ClaimCall));
+    if (claims) channel.handle('claims', (c) => serveClaimCall(claims, c));
     child.once('exit', (code, signal) => this.onExit(r, child, code, signal));
     child.on('error', (err) =>
       this.logger.error({ dp_rank: r.rank, err: err.message }, 'DP worker process error'),
@@ -324,9 +319,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   }
 
   async views(): Promise<WorkerView[]> {
-    const stats = new Map(
-      (await this.gather<WorkerStats>('stats')).map((a) => [a.rank, a.value] as const),
-    );
+    const stats = new Map((await this.gather('stats')).map((a) => [a.rank, a.value] as const));
     return this.ranks.map((r) => ({
       dp_rank: r.rank,
       pid: r.child ? (r.pid ?? null) : null,
@@ -340,12 +333,14 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /** Asks every live worker over IPC; a worker that does not answer in time is left out. */
-  async gather<T>(type: string): Promise<{ rank: number; value: T }[]> {
+  async gather<K extends IpcReportTopic>(
+    type: K,
+  ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]> {
     const answers = await Promise.all(
       this.ranks.map(async (r) => {
         if (!r.alive || !r.channel) return undefined;
         const value = await r.channel
-          .request<T>(type, undefined, IPC_TIMEOUT_MS)
+          .request(type, undefined as IpcTopics[K]['request'], IPC_TIMEOUT_MS)
           .catch(() => undefined);
         return value === undefined ? undefined : { rank: r.rank, value };
       }),

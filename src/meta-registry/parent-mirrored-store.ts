@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { IpcChannel } from '../transport/ipc-channel';
 import { MemoryMetaStore } from './memory-meta-store';
 import type { StoredMeta } from './meta-store';
+import type { IpcTopic } from '../transport/ipc-topics';
 
 /** What a DP worker tells its supervisor about its records (EPD_REGISTRY_STORE=memory). */
 export type MirrorMessage = { op: 'put'; record: StoredMeta } | { op: 'delete'; req_id: string };
@@ -47,5 +48,12 @@ export class ParentMirroredStore extends MemoryMetaStore {
     if (this.channel.notify('meta', message)) return;
     const reqId = message.op === 'put' ? message.record.reqId : message.req_id;
     this.logger.warn({ req_id: reqId }, 'metadata not mirrored: the DP supervisor is gone');
+  }
+}
+
+declare module '../transport/ipc-topics' {
+  interface IpcTopics {
+    /** Worker → supervisor: a record put or deleted, for the supervisor's registry. */
+    meta: IpcTopic<MirrorMessage, void>;
   }
 }

@@ -6,7 +6,8 @@ import { AppConfig } from '../config/app-config';
 import { ParentLink } from '../transport/parent-link';
 import { MetricsGuard } from './metrics.guard';
 import { LocalRanks } from '../routing/local-ranks';
-import { metricsOf } from './metrics-source';
+import { metricsOf, type MetricsJson } from './metrics-source';
+import type { IpcTopic } from '../transport/ipc-topics';
 
 /**
  * A DP worker's metrics, labelled with its `dp_rank` and handed to its supervisor on
@@ -21,7 +22,7 @@ export class WorkerMetricsReporter implements OnModuleInit {
 
   onModuleInit(): void {
     register.setDefaultLabels({ dp_rank: String(this.config.encoder.dpRank) });
-    this.link.handle('metrics', () => register.getMetricsAsJSON());
+    this.link.handle('metrics', async () => (await register.getMetricsAsJSON()) as MetricsJson);
   }
 }
 
@@ -48,3 +49,10 @@ export class DpMetricsController extends PrometheusController {
 @Controller()
 @UseGuards(MetricsGuard)
 export class GuardedMetricsController extends PrometheusController {}
+
+declare module '../transport/ipc-topics' {
+  interface IpcTopics {
+    /** Supervisor → worker: its registry, for the supervisor's merged /metrics. */
+    metrics: IpcTopic<void, MetricsJson>;
+  }
+}

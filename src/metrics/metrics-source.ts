@@ -14,7 +14,7 @@ export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 export async function metricsOf(ranks?: LocalRanks): Promise<Registry> {
   if (!ranks) return register;
   const own = (await register.getMetricsAsJSON()) as MetricsJson;
-  const workers = await ranks.gather<MetricsJson>('metrics');
+  const workers = await ranks.gather('metrics');
   return AggregatorRegistry.aggregate([own, ...workers.map((w) => w.value)]);
 }
 

@@ -1,5 +1,6 @@
 import type { Owner } from '../meta-registry/meta-store';
 import type { DpType } from '../transport/subjects';
+import type { IpcReportTopic, IpcTopics } from '../transport/ipc-topics';
 
 /**
  * This instance's DP workers as owner routing and the admin views see them: one more kind
@@ -23,5 +24,7 @@ export abstract class LocalRanks {
   ): Promise<T>;
 
   /** Asks every live worker over IPC (`type`: a report it answers); the silent are left out. */
-  abstract gather<T>(type: string): Promise<{ rank: number; value: T }[]>;
+  abstract gather<K extends IpcReportTopic>(
+    type: K,
+  ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]>;
 }

@@ -1,6 +1,10 @@
 import { EventEmitter } from 'node:events';
 import { MMError } from '../common/errors/mm-error';
 import { IpcChannel, type IpcPeer } from './ipc-channel';
+import type { IpcTopic } from './ipc-topics';
+
+/** Any topic, any payload: the channel's mechanics, not the service's topics. */
+type Loose = Record<string, IpcTopic<unknown, unknown>>;
 
 /** Two connected IPC ends, delivering asynchronously as Node's channel does. */
 type End = EventEmitter & IpcPeer & { connected: boolean };
@@ -27,8 +31,8 @@ function pair(): [End, End] {
 describe('IpcChannel', () => {
   it('rethrows a handler MMError as the same MMError (status, type, req_id)', async () => {
     const [a, b] = pair();
-    const parent = new IpcChannel(a);
-    new IpcChannel(b).handle('encode', () => {
+    const parent = new IpcChannel<Loose>(a);
+    new IpcChannel<Loose>(b).handle('encode', () => {
       throw new MMError('encode already active for req_id=r', 409, 'r', 'duplicate_request');
     });
     await expect(parent.request('encode', {}, 1000)).rejects.toMatchObject({
@@ -42,8 +46,8 @@ describe('IpcChannel', () => {
 
   it('answers a request with the handler value, or its error', async () => {
     const [a, b] = pair();
-    const parent = new IpcChannel(a);
-    const child = new IpcChannel(b);
+    const parent = new IpcChannel<Loose>(a);
+    const child = new IpcChannel<Loose>(b);
     child.handle('stats', () => ({ pending: 3 }));
     child.handle('boom', () => {
       throw new Error('no stats here');
@@ -58,8 +62,8 @@ describe('IpcChannel', () => {
 
   it('delivers notifications and ignores messages that are not its envelopes', async () => {
     const [a, b] = pair();
-    const parent = new IpcChannel(a);
-    const child = new IpcChannel(b);
+    const parent = new IpcChannel<Loose>(a);
+    const child = new IpcChannel<Loose>(b);
     const got: unknown[] = [];
     parent.handle('ready', (p) => void got.push(p));
     b.emit('message', 'not an envelope');
@@ -72,7 +76,7 @@ describe('IpcChannel', () => {
 
   it('times out a request that gets no answer, and drains back to zero', async () => {
     const [a] = pair();
-    const parent = new IpcChannel(a); // nobody listens on the other end
+    const parent = new IpcChannel<Loose>(a); // nobody listens on the other end
     await expect(parent.request('stats', undefined, 20)).rejects.toThrow(
       'IPC stats got no answer within 20 ms',
     );
@@ -81,7 +85,7 @@ describe('IpcChannel', () => {
 
   it('fails every pending request when closed, and refuses new ones', async () => {
     const [a] = pair();
-    const parent = new IpcChannel(a);
+    const parent = new IpcChannel<Loose>(a);
     const calls = [1, 2, 3].map(() => parent.request('stats', undefined, 10_000));
     parent.close('worker died');
     for (const c of calls) await expect(c).rejects.toThrow('worker died');
@@ -92,7 +96,7 @@ describe('IpcChannel', () => {
   it('fails a request at once when the channel is already disconnected', async () => {
     const [a] = pair();
     a.connected = false;
-    const parent = new IpcChannel(a);
+    const parent = new IpcChannel<Loose>(a);
     await expect(parent.request('stats', undefined, 10_000)).rejects.toThrow(
       'ERR_IPC_CHANNEL_CLOSED',
     );
@@ -101,12 +105,22 @@ describe('IpcChannel', () => {
 
   it('bounds the requests in flight', async () => {
     const [a] = pair();
-    const parent = new IpcChannel(a, 2);
+    const parent = new IpcChannel<Loose>(a, 2);
     const held = [parent.request('x', undefined, 10_000), parent.request('x', undefined, 10_000)];
     await expect(parent.request('x', undefined, 10_000)).rejects.toThrow(
       'IPC channel has 2 calls pending',
     );
     parent.close('done');
     await Promise.allSettled(held);
+  });
+
+  it("the service's topics are typed at both ends (tsc fails on a wrong name or reply)", () => {
+    const channel = new IpcChannel({ on: () => undefined, off: () => undefined });
+    // @ts-expect-error: no such topic
+    channel.handle('no_such_topic', () => 1);
+    // @ts-expect-error: cache_purge answers { purged: number }
+    channel.handle('cache_purge', () => ({ purged: 'all' }));
+    channel.handle('cache_purge', () => ({ purged: 0 }));
+    channel.close('done');
   });
 });

@@ -1,4 +1,5 @@
 import { MMError } from '../common/errors/mm-error';
+import type { IpcTopics, TopicMap } from './ipc-topics';
 
 /** One end of a Node IPC channel: a forked ChildProcess, or `process` inside the child. */
 export interface IpcPeer {
@@ -33,7 +34,7 @@ const isEnvelope = (m: unknown): m is Envelope =>
  * Embeddings never travel here (the data plane carries them); requests only when one is
  * too large for NATS. A handler's MMError reaches the caller as the same MMError.
  */
-export class IpcChannel {
+export class IpcChannel<T extends TopicMap<T> = IpcTopics> {
   private seq = 0;
   private readonly pending = new Map<
     number,
@@ -55,35 +56,38 @@ export class IpcChannel {
   }
 
   /** Answers requests (or takes notifications) of `type`; a throw becomes the caller's error. */
-  handle(type: string, handler: Handler): void {
+  handle<K extends keyof T & string>(
+    type: K,
+    handler: (payload: T[K]['request']) => T[K]['reply'] | Promise<T[K]['reply']>,
+  ): void {
     this.handlers.set(type, handler);
   }
 
   /** Sends one message, in order with every other; false when the channel is closed. */
-  notify(type: string, payload?: unknown): boolean {
+  notify<K extends keyof T & string>(type: K, payload: T[K]['request']): boolean {
     let sent = true;
     this.post({ epd: 1, kind: 'note', type, payload }, () => (sent = false));
     return sent;
   }
 
-  request<T>(
-    type: string,
-    payload: unknown,
+  request<K extends keyof T & string>(
+    type: K,
+    payload: T[K]['request'],
     timeoutMs: number,
     onTimeout: () => Error = () => new Error(`IPC ${type} got no answer within ${timeoutMs} ms`),
-  ): Promise<T> {
+  ): Promise<T[K]['reply']> {
     if (this.closed) return Promise.reject(new Error(`IPC channel closed (${type})`));
     if (this.pending.size >= this.maxPending) {
       return Promise.reject(new Error(`IPC channel has ${this.pending.size} calls pending`));
     }
     const id = ++this.seq;
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<T[K]['reply']>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
         reject(onTimeout());
       }, timeoutMs);
       timer.unref();
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      this.pending.set(id, { resolve: resolve, reject, timer });
       this.post({ epd: 1, kind: 'req', type, id, payload }, (err) =>
         this.settle(id, undefined, err),
       );

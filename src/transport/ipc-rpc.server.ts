@@ -5,6 +5,7 @@ import { AppConfig } from '../config/app-config';
 import { ParentLink } from './parent-link';
 import { instanceRankSubjectFor } from './subjects';
 import { contextFromNats, withContext } from '../tracing/tracing';
+import type { IpcTopic } from './ipc-topics';
 
 /** A call from the DP supervisor: one dp_type, its payload, and what its headers would carry. */
 export interface IpcCall {
@@ -42,7 +43,7 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
   }
 
   listen(callback: () => void): void {
-    this.link.handle('rpc', (payload) => this.call(payload as IpcCall));
+    this.link.handle('rpc', (payload) => this.call(payload));
     // Calls may come from now on: tell the supervisor (NATS may still be connecting).
     this.link.ready();
     callback();
@@ -92,4 +93,11 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
   }
 
   close(): void {}
+}
+
+declare module './ipc-topics' {
+  interface IpcTopics {
+    /** Supervisor → worker: one @MessagePattern call (its reply is the handler's). */
+    rpc: IpcTopic<IpcCall, unknown>;
+  }
 }

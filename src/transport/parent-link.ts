@@ -1,6 +1,7 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { AppConfig, dpRole } from '../config/app-config';
 import { IpcChannel } from './ipc-channel';
+import type { IpcTopicName, IpcTopics } from './ipc-topics';
 
 /**
  * A DP worker's IPC channel to the supervisor that started it (absent in any other
@@ -30,7 +31,12 @@ export class ParentLink implements OnModuleDestroy {
     }
   }
 
-  handle(type: string, handler: (payload: unknown) => unknown): void {
+  handle<K extends IpcTopicName>(
+    type: K,
+    handler: (
+      payload: IpcTopics[K]['request'],
+    ) => IpcTopics[K]['reply'] | Promise<IpcTopics[K]['reply']>,
+  ): void {
     this.channel?.handle(type, handler);
   }
 
