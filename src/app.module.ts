@@ -2,7 +2,8 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { AdminModule } from './admin/admin.module';
 import { CommonModule } from './common/common.module';
 import { ErrorsModule } from './common/errors/errors.module';
-import { dpRole, type AppConfig } from './config/app-config';
+import type { AppConfig } from './config/app-config';
+import { dpRole, ProcessRole } from './config/process-role';
 import { ConfigModule } from './config/config.module';
 import { DispatchModule } from './dispatch/dispatch.module';
 import { EncoderModule } from './encoder/encoder.module';
@@ -13,6 +14,7 @@ import { DeliveryModule } from './delivery/delivery.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { ProfilingModule } from './profiling/profiling.module';
 import { RequestsModule } from './requests/requests.module';
+import { NoLocalRanksModule } from './routing/local-ranks';
 import { SglangModule } from './sglang/sglang.module';
 import { TransportModule } from './transport/transport.module';
 import { TracingFlush } from './tracing/tracing.lifecycle';
@@ -30,7 +32,7 @@ export class AppModule {
     return {
       module: AppModule,
       imports: [
-        ConfigModule.withConfig(config),
+        ConfigModule.withConfig(config, new ProcessRole(role, config.encoder.dpRank)),
         CommonModule,
         LoggingModule,
         ErrorsModule,
@@ -38,10 +40,10 @@ export class AppModule {
         MetaRegistryModule,
         RequestsModule,
         DeliveryModule,
-        ...(role === 'supervisor' ? [] : [ProfilingModule]),
+        ...(role === 'supervisor' ? [] : [ProfilingModule, NoLocalRanksModule]),
         encoderSide,
         HealthModule.for(encoderSide),
-        AdminModule.for(encoderSide),
+        AdminModule.for(encoderSide, role),
         MetricsModule.for(role),
         SglangModule,
       ],

@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import ts from 'typescript';
 
 const ROOT = join(__dirname, '..');
 const depcruise = (cwd: string, args: string[]) =>
@@ -29,5 +31,69 @@ describe('module boundaries', () => {
     expect(r.status).not.toBe(0);
     expect(r.stdout).toMatch(/transport-imports-no-feature: src\/transport\/bad\.ts/);
     expect(r.stdout).toMatch(/client-imports-no-nest: src\/client\/bad\.ts/);
+  });
+});
+
+/** Every non-test source file under src/, relative to the root. */
+function sources(): string[] {
+  const walk = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+      const path = join(dir, e.name);
+      if (e.isDirectory()) return walk(path);
+      return e.name.endsWith('.ts') && !e.name.endsWith('.spec.ts') ? [path] : [];
+    });
+  return walk(join(ROOT, 'src')).map((p) => relative(ROOT, p));
+}
+
+/** Each class with its constructor's parameter count. */
+function constructors(file: string): { name: string; params: number }[] {
+  const text = readFileSync(join(ROOT, file), 'utf8');
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const found: { name: string; params: number }[] = [];
+  const visit = (node: ts.Node) => {
+    if (ts.isClassDeclaration(node)) {
+      const ctor = node.members.find(ts.isConstructorDeclaration);
+      if (ctor)
+        found.push({ name: node.name?.text ?? '(anonymous)', params: ctor.parameters.length });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** The shape docs/architecture.md promises, checked on every run. */
+describe('architecture', () => {
+  const files = sources();
+
+  it('no class takes more than 6 constructor dependencies', () => {
+    const over = files.flatMap((f) =>
+      constructors(f)
+        .filter((c) => c.params > 6)
+        .map((c) => `${f}: ${c.name} takes ${c.params}`),
+    );
+    expect(over).toEqual([]);
+  });
+
+  it('the encode pipeline (EncoderService) stays at most 250 lines', () => {
+    const lines = readFileSync(join(ROOT, 'src/encoder/pipeline/encoder.service.ts'), 'utf8')
+      .trimEnd()
+      .split('\n').length;
+    expect(lines).toBeLessThanOrEqual(250);
+  });
+
+  it('the DP role is decided once, in the composition root', () => {
+    const root = ['src/app.module.ts', 'src/main.ts', 'src/config/process-role.ts'];
+    const deciding = files.filter(
+      (f) => !root.includes(f) && /\bdpRole\(/.test(readFileSync(join(ROOT, f), 'utf8')),
+    );
+    expect(deciding).toEqual([]);
+  });
+
+  it('no dependency is optional: each role gets an implementation (a null one included)', () => {
+    const optional = files.filter((f) =>
+      readFileSync(join(ROOT, f), 'utf8').includes('@Optional()'),
+    );
+    expect(optional).toEqual([]);
   });
 });

@@ -8,7 +8,8 @@ import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swag
 import { Logger } from 'nestjs-pino';
 import { jsonBody } from './common/http/json-body.middleware';
 import { requestLogging } from './logging/logging.module';
-import { AppConfig, dpRole } from './config/app-config';
+import { AppConfig } from './config/app-config';
+import { ProcessRole } from './config/process-role';
 import { InstanceRoster } from './routing/instance-roster.service';
 import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
@@ -39,7 +40,7 @@ export function configureApp(
     { inheritAppConfig: true },
   );
   // A DP worker also answers its supervisor over the fork's IPC channel (same handlers).
-  if (dpRole(app.get(AppConfig)) === 'worker') {
+  if (app.get(ProcessRole).worker) {
     app.connectMicroservice<CustomStrategy>(
       { strategy: app.get(IpcRpcServer) },
       { inheritAppConfig: true },

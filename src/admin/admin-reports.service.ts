@@ -1,32 +1,19 @@
-import { Injectable, Optional, type OnModuleInit } from '@nestjs/common';
-import { Clock } from '../common/clock';
-import { EncodeAdmission } from '../encoder/pipeline/encode-admission.service';
-import { ReqStateStore } from '../requests/req-state.store';
-import { ParentLink } from '../transport/parent-link';
-import { requestsView, type RequestsView } from './request-views';
-import { EncoderBackend } from '../encoder/backend/encoder-backend';
+import { Injectable, type OnModuleInit } from '@nestjs/common';
 import type { IpcTopic } from '../transport/ipc-topics';
+import { ParentLink } from '../transport/parent-link';
+import type { RequestsView } from './request-views';
+import { LocalRequestsReport } from './requests-report';
 
 /** A DP worker's request list, for its supervisor's GET /admin/requests. */
 @Injectable()
 export class AdminReports implements OnModuleInit {
   constructor(
     private readonly link: ParentLink,
-    private readonly states: ReqStateStore,
-    private readonly clock: Clock,
-    @Optional() private readonly admission?: EncodeAdmission,
-    @Optional() private readonly backend?: EncoderBackend,
+    private readonly report: LocalRequestsReport,
   ) {}
 
   onModuleInit(): void {
-    this.link.handle('requests', () =>
-      requestsView(
-        this.states,
-        this.clock,
-        this.admission?.pendingRequests ?? 0,
-        this.backend?.stagingSlab,
-      ),
-    );
+    this.link.handle('requests', () => this.report.local());
   }
 }
 

@@ -8,7 +8,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { Clock } from '../common/clock';
-import { AppConfig, dpRole } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { ParentLink } from '../transport/parent-link';
@@ -89,12 +89,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     link: ParentLink,
   ) {
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
-    const role = dpRole(config);
-    this.at = cacheFetchSubject(
-      config.nats.subjectPrefix,
-      config.instance.id,
-      role === 'worker' ? config.encoder.dpRank : undefined,
-    );
+    this.at = cacheFetchSubject(config.nats.subjectPrefix, config.instance.id, link.rank);
     if (!this.store.enabled) return;
     if (config.registry.store === 'jetstream') {
       this.claims = new KvClaims(nats, `${config.registry.kvBucket}_claims`, {

@@ -22,15 +22,3 @@ export abstract class AppConfig implements EpdConfigShape {
   abstract readonly shutdown: EpdConfigShape['shutdown'];
   abstract readonly log: EpdConfigShape['log'];
 }
-
-/**
- * What this process is with DP workers (EPD_DP_SIZE): `single` encodes itself (DP 1);
- * `supervisor` serves HTTP and the plain subjects and dispatches to its workers;
- * `worker` is one of those, started by the supervisor.
- */
-export type DpRole = 'single' | 'supervisor' | 'worker';
-
-export function dpRole(config: Pick<AppConfig, 'encoder'>): DpRole {
-  if (config.encoder.dpWorker) return 'worker';
-  return config.encoder.dpSize > 1 ? 'supervisor' : 'single';
-}

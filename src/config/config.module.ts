@@ -1,5 +1,6 @@
 import { Global, Module, type DynamicModule } from '@nestjs/common';
 import { AppConfig } from './app-config';
+import { ProcessRole } from './process-role';
 
 /**
  * Hand-written rather than @nestjs/config: we need YAML layering, one zod schema and a
@@ -9,11 +10,14 @@ import { AppConfig } from './app-config';
 @Global()
 @Module({})
 export class ConfigModule {
-  static withConfig(config: AppConfig): DynamicModule {
+  static withConfig(config: AppConfig, role: ProcessRole): DynamicModule {
     return {
       module: ConfigModule,
-      providers: [{ provide: AppConfig, useValue: config }],
-      exports: [AppConfig],
+      providers: [
+        { provide: AppConfig, useValue: config },
+        { provide: ProcessRole, useValue: role },
+      ],
+      exports: [AppConfig, ProcessRole],
     };
   }
 }

@@ -1,3 +1,4 @@
+import { ProcessRole } from '../config/process-role';
 import { DestinationPolicy } from './destination-policy';
 import fc from 'fast-check';
 import { Clock } from '../common/clock';
@@ -90,7 +91,12 @@ describe('delivery lifecycle property', () => {
         });
         const clock = new Clock();
         const states = new ReqStateStore(config, clock);
-        const registry = new MetaRegistry(new MemoryMetaStore(1000), config, clock);
+        const registry = new MetaRegistry(
+          new MemoryMetaStore(1000),
+          config,
+          clock,
+          new ProcessRole('single', 0),
+        );
         const lifecycle = new RequestLifecycle(states, registry);
         const transport = new FakeTransport();
         const delivery = new DeliveryService(

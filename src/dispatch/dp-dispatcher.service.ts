@@ -38,6 +38,7 @@ export interface RankAnswer<T> {
  */
 @Injectable()
 export class DpDispatcher extends LocalRanks {
+  readonly active = true;
   private readonly logger = new Logger('DpDispatcher');
   /** Encodes dispatched and not answered yet: at most EPD_MAX_PENDING per rank. */
   private readonly inflight = new Map<string, Owner>();

@@ -6,7 +6,8 @@ import { LoggerModule, PinoLogger } from 'nestjs-pino';
 import type { Options } from 'pino-http';
 import { pinoHttp, type HttpLogger } from 'pino-http';
 import { reqIdOf } from '../common/req-id';
-import { AppConfig, dpRole } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 
 function requestReqId(req: IncomingMessage): string | undefined {
   const fromBody = reqIdOf((req as IncomingMessage & { body?: unknown }).body);
@@ -27,7 +28,7 @@ export function prettyLogs(config: AppConfig, isTty = process.stdout.isTTY === t
 }
 
 /** The one pino logger's options: level, format, the DP rank, and what is redacted. */
-function loggerOptions(config: AppConfig): Options {
+function loggerOptions(config: AppConfig, role: ProcessRole): Options {
   return {
     level: config.log.level,
     ...(prettyLogs(config)
@@ -45,8 +46,8 @@ function loggerOptions(config: AppConfig): Options {
         }
       : {}),
     // A DP worker's lines name its rank (they share the supervisor's stdout).
-    ...(dpRole(config) === 'worker'
-      ? { base: { pid: process.pid, hostname: hostname(), dp_rank: config.encoder.dpRank } }
+    ...(role.worker
+      ? { base: { pid: process.pid, hostname: hostname(), dp_rank: role.rank } }
       : {}),
     // Secrets never reach a log line, whichever object carries them.
     redact: {
@@ -97,9 +98,9 @@ export function requestLogging(): (
 @Module({
   imports: [
     LoggerModule.forRootAsync({
-      inject: [AppConfig],
-      useFactory: (config: AppConfig) => ({
-        pinoHttp: loggerOptions(config),
+      inject: [AppConfig, ProcessRole],
+      useFactory: (config: AppConfig, role: ProcessRole) => ({
+        pinoHttp: loggerOptions(config, role),
         // nestjs-pino's middleware stays off every route (see requestLogging).
         exclude: [{ path: '{/*splat}', method: RequestMethod.ALL }],
       }),

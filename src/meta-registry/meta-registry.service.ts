@@ -11,7 +11,8 @@ import {
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { BOOT_ID } from '../common/boot-id';
-import { AppConfig, dpRole } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaStore, type Owner, type StoredMeta } from './meta-store';
 import { RestartLedger } from './restart-ledger';
@@ -107,9 +108,10 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     private readonly store: MetaStore,
     private readonly config: AppConfig,
     private readonly clock: Clock,
+    private readonly role: ProcessRole,
   ) {
     // A DP worker's records live on in its supervisor, which keeps the ledger for them all.
-    if (store instanceof MemoryMetaStore && dpRole(config) !== 'worker') {
+    if (store instanceof MemoryMetaStore && !role.worker) {
       const path = RestartLedger.pathFor(
         config.registry.restartLedger,
         config.nats.subjectPrefix,
@@ -139,10 +141,9 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
    */
   get self(): Owner {
     const instance = this.config.instance.id;
-    const role = dpRole(this.config);
-    if (role === 'supervisor') return { instance, boot: BOOT_ID };
-    const rank = this.config.encoder.dpRank;
-    if (role === 'worker') return { instance, rank, pid: process.pid, boot: BOOT_ID };
+    const { rank } = this.role;
+    if (this.role.supervisor) return { instance, boot: BOOT_ID };
+    if (this.role.worker) return { instance, rank, pid: process.pid, boot: BOOT_ID };
     return { instance, rank, boot: BOOT_ID };
   }
 

@@ -3,7 +3,8 @@ import { performance } from 'node:perf_hooks';
 import { map, tap, TimeoutError, type Observable } from 'rxjs';
 import { MMError } from '../common/errors/mm-error';
 import { Errors } from '../common/errors/error-catalogue';
-import { AppConfig, dpRole } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 import { MetaRegistry, type WaitOptions } from './meta-registry.service';
 import type { StoredMeta } from './meta-store';
 import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from './meta.schema';
@@ -32,8 +33,9 @@ export class MetadataService {
   constructor(
     private readonly registry: MetaRegistry,
     config: AppConfig,
+    role: ProcessRole,
   ) {
-    this.checksBoot = dpRole(config) === 'single' && config.registry.store === 'jetstream';
+    this.checksBoot = role.single && config.registry.store === 'jetstream';
   }
 
   async publish(req: PublishMetadataRequest): Promise<null> {

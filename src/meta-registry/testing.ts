@@ -5,6 +5,10 @@ import { NatsConnectionService } from '../transport/nats-connection.service';
 import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaRegistry } from './meta-registry.service';
+import { ProcessRole } from '../config/process-role';
+
+/** Registries made here belong to a process of their own, without DP workers. */
+const SINGLE = new ProcessRole('single', 0);
 
 /** A registry wired without Nest, for unit tests and benchmarks. */
 export function makeRegistry(overrides: Record<string, string> = {}): {
@@ -16,7 +20,7 @@ export function makeRegistry(overrides: Record<string, string> = {}): {
   // otherwise read each other's.
   const { config } = loadConfig({ EPD_RESTART_LEDGER: 'off', ...overrides });
   const store = new MemoryMetaStore(config.registry.maxEntries);
-  const registry = new MetaRegistry(store, config, new Clock());
+  const registry = new MetaRegistry(store, config, new Clock(), SINGLE);
   return { registry, config, store };
 }
 
@@ -34,7 +38,7 @@ export async function makeKvRegistry(config: AppConfig): Promise<{
   nats.onModuleInit();
   const store = new JetStreamMetaStore(nats, config);
   await store.ready();
-  const registry = new MetaRegistry(store, config, new Clock());
+  const registry = new MetaRegistry(store, config, new Clock(), SINGLE);
   registry.onModuleInit();
   return { registry, store, nats };
 }

@@ -1,4 +1,4 @@
-import { Injectable, Optional } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import {
   AggregatorRegistry,
   register,
@@ -11,8 +11,8 @@ import { LocalRanks } from '../routing/local-ranks';
 export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
 /** This process's registry, or with `ranks` (a DP supervisor) one merged with every worker's. */
-export async function metricsOf(ranks?: LocalRanks): Promise<Registry> {
-  if (!ranks) return register;
+export async function metricsOf(ranks: LocalRanks): Promise<Registry> {
+  if (!ranks.active) return register;
   const own = (await register.getMetricsAsJSON()) as MetricsJson;
   const workers = await ranks.gather('metrics');
   return AggregatorRegistry.aggregate([own, ...workers.map((w) => w.value)]);
@@ -27,8 +27,8 @@ export async function metricsOf(ranks?: LocalRanks): Promise<Registry> {
  */
 @Injectable()
 export class MetricsSource {
-  /** The supervisor's workers (DispatchModule); absent in a single process or a worker. */
-  constructor(@Optional() private readonly ranks?: LocalRanks) {}
+  /** The supervisor's workers (DispatchModule); none in a single process or a worker. */
+  constructor(private readonly ranks: LocalRanks) {}
 
   async json(): Promise<MetricsJson> {
     return await (await metricsOf(this.ranks)).getMetricsAsJSON();

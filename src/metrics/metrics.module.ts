@@ -1,6 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { PrometheusModule } from '@willsoto/nestjs-prometheus';
-import type { DpRole } from '../config/app-config';
+import type { DpRole } from '../config/process-role';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RoutingModule } from '../routing/routing.module';
 import { DpMetricsController, GuardedMetricsController, WorkerMetricsReporter } from './dp-metrics';

@@ -9,7 +9,8 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Clock } from '../common/clock';
-import { AppConfig, dpRole } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 
 export interface InstanceInfo {
@@ -52,13 +53,14 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     private readonly config: AppConfig,
     private readonly nats: NatsConnectionService,
     private readonly clock: Clock,
+    private readonly role: ProcessRole,
   ) {
     this.startedAt = clock.now();
   }
 
   /** With a shared store; a DP worker is part of its supervisor's instance, not one itself. */
   get enabled(): boolean {
-    return this.config.registry.store === 'jetstream' && dpRole(this.config) !== 'worker';
+    return this.config.registry.store === 'jetstream' && !this.role.worker;
   }
 
   private get ttlMs(): number {

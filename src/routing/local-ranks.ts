@@ -1,13 +1,18 @@
+import { Global, Module } from '@nestjs/common';
+import { Errors } from '../common/errors/error-catalogue';
 import type { Owner } from '../meta-registry/meta-store';
 import type { DpType } from '../transport/subjects';
 import type { IpcReportTopic, IpcTopics } from '../transport/ipc-topics';
 
 /**
  * This instance's DP workers as owner routing and the admin views see them: one more kind
- * of owner, and processes to ask about their state. Provided by the DP supervisor
- * (EPD_DP_SIZE > 1); absent in a single process and in a worker.
+ * of owner, and processes to ask about their state. The DP supervisor's are its workers
+ * (DpDispatcher); a single process and a worker have none (NoLocalRanks).
  */
 export abstract class LocalRanks {
+  /** Whether this process dispatches to DP workers (a supervisor). */
+  abstract readonly active: boolean;
+
   /** The rank an encode of `reqId` was dispatched to and has not answered yet. */
   abstract inflightOwner(reqId: string): Owner | undefined;
 
@@ -28,3 +33,28 @@ export abstract class LocalRanks {
     type: K,
   ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]>;
 }
+
+/** A process without DP workers: no rank owns anything, nothing to gather. */
+export class NoLocalRanks extends LocalRanks {
+  readonly active = false;
+
+  inflightOwner(): undefined {
+    return undefined;
+  }
+
+  call<T>(owner: Owner, dp: DpType, reqId: string): Promise<T> {
+    return Promise.reject(Errors.ownerGone(`rank ${owner.rank} (${dp})`, reqId));
+  }
+
+  gather(): Promise<never[]> {
+    return Promise.resolve([]);
+  }
+}
+
+/** LocalRanks for a process without DP workers; global, as the supervisor's DispatchModule is. */
+@Global()
+@Module({
+  providers: [{ provide: LocalRanks, useClass: NoLocalRanks }],
+  exports: [LocalRanks],
+})
+export class NoLocalRanksModule {}

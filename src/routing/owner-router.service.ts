@@ -1,8 +1,8 @@
-import { Injectable, Logger, Optional } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import type { NatsContext } from '@nestjs/microservices';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
-import { AppConfig, dpRole } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner } from '../meta-registry/meta-store';
 import { NatsForwarder } from '../transport/nats-forwarder';
@@ -62,10 +62,11 @@ export class OwnerRouter {
     private readonly forwarder: NatsForwarder,
     private readonly roster: InstanceRoster,
     private readonly clock: Clock,
-    @Optional() private readonly ranks?: LocalRanks,
+    private readonly ranks: LocalRanks,
   ) {
-    const role = dpRole(config);
-    this.routes = role === 'supervisor' || (role === 'single' && roster.enabled);
+    // A supervisor routes to its workers; a single process on a shared store to its peers
+    // (a DP worker is in no roster: its supervisor routes for it).
+    this.routes = ranks.active || roster.enabled;
   }
 
   /** `resent`: forwarded attempts sent again after no answer within FORWARD_ATTEMPT_MS. */
@@ -96,7 +97,7 @@ export class OwnerRouter {
     if (owner && owner.instance !== this.config.instance.id) {
       return this.forward<T>(dp, reqId, body, deadline, owner);
     }
-    if (owner?.rank !== undefined && this.ranks) {
+    if (owner?.rank !== undefined && this.ranks.active) {
       this.counters.toRank++;
       return this.ranks.call<T>(owner, dp, reqId, body, deadline);
     }
@@ -114,7 +115,7 @@ export class OwnerRouter {
     deadline: number,
     options: RouteOptions,
   ): Promise<Owner | undefined> {
-    if (this.ranks) {
+    if (this.ranks.active) {
       // A supervisor holds nothing itself, so a call a peer forwarded here still needs its rank.
       const inflight = this.ranks.inflightOwner(reqId);
       if (inflight) return inflight;

@@ -1,6 +1,7 @@
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
-import { dpRole, type AppConfig } from '../config/app-config';
+import type { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
 import { OverloadGate, sheddable } from './overload-gate';
 import { QueueGroupMembership } from './queue-group-membership';
@@ -31,7 +32,11 @@ export class EpdNatsServer extends ServerNats {
   /** This process's place in the shared subjects' queue group, withdrawn while it sheds. */
   readonly membership: QueueGroupMembership;
 
-  constructor(nats: NatsConnectionService, config: AppConfig) {
+  constructor(
+    nats: NatsConnectionService,
+    config: AppConfig,
+    private readonly role: ProcessRole,
+  ) {
     super({
       queue: config.nats.queueGroup,
       deserializer: new JsonInteropDeserializer(config.nats.maxRequestBytes),
@@ -75,9 +80,8 @@ export class EpdNatsServer extends ServerNats {
 
   override bindEvents(client: NatsConnection): void {
     const { subjectPrefix: prefix, queueGroup: queue } = this.config.nats;
-    const rank = this.config.encoder.dpRank;
+    const { rank } = this.role;
     const id = this.config.instance.id;
-    const role = dpRole(this.config);
     for (const dpType of this.messageHandlers.keys()) {
       // Nest types the handler as Function; nats.js calls it as (error, msg).
       const handler = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
@@ -96,13 +100,13 @@ export class EpdNatsServer extends ServerNats {
         if (sheddable(dpType)) this.membership.add(subscribe);
         else subscribe();
       };
-      if (role === 'worker') {
+      if (this.role.worker) {
         shared(rankSubjectFor(prefix, rank, dpType));
         client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });
         continue;
       }
       shared(subjectFor(prefix, dpType));
-      if (role === 'single') client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
+      if (this.role.single) client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
       client.subscribe(instanceSubjectFor(prefix, id, dpType), { callback });
     }
   }

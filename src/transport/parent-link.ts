@@ -1,5 +1,5 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
-import { AppConfig, dpRole } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 import { IpcChannel } from './ipc-channel';
 import type { IpcTopicName, IpcTopics } from './ipc-topics';
 
@@ -18,8 +18,13 @@ export class ParentLink implements OnModuleDestroy {
     process.kill(process.pid, 'SIGTERM');
   };
 
-  constructor(config: AppConfig) {
-    if (dpRole(config) !== 'worker' || !process.send) return;
+  /** A worker's rank; undefined in any other process. */
+  readonly rank?: number;
+
+  constructor(role: ProcessRole) {
+    if (!role.worker) return;
+    this.rank = role.rank;
+    if (!process.send) return;
     this.channel = new IpcChannel(process);
     process.once('disconnect', this.onDisconnect);
     // A supervisor that died while this worker was still loading disconnected before

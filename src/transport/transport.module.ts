@@ -1,5 +1,6 @@
 import { Global, Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 import { EpdNatsServer } from './epd-nats.server';
 import { NatsConnectionService } from './nats-connection.service';
 import { NatsForwarder } from './nats-forwarder';
@@ -21,9 +22,9 @@ import { ParentLink } from './parent-link';
     ParentLink,
     {
       provide: EpdNatsServer,
-      inject: [NatsConnectionService, AppConfig],
-      useFactory: (nats: NatsConnectionService, config: AppConfig) =>
-        new EpdNatsServer(nats, config),
+      inject: [NatsConnectionService, AppConfig, ProcessRole],
+      useFactory: (nats: NatsConnectionService, config: AppConfig, role: ProcessRole) =>
+        new EpdNatsServer(nats, config, role),
     },
     {
       provide: IpcRpcServer,

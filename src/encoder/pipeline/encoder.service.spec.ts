@@ -19,6 +19,7 @@ import { EncodeAdmission } from './encode-admission.service';
 import { EncodeStages } from './encode-stages.service';
 import { EncoderMetrics } from './encoder.metrics';
 import { NatsConnectionService } from '../../transport/nats-connection.service';
+import { ProcessRole } from '../../config/process-role';
 import { ParentLink } from '../../transport/parent-link';
 import { EncodeCache } from '../../cache/encode-cache.service';
 import { EncodeFlights } from '../../cache/encode-flights.service';
@@ -140,7 +141,7 @@ function wire(
     clock,
     registry,
     {} as unknown as NatsConnectionService,
-    new ParentLink(config),
+    new ParentLink(new ProcessRole('single', 0)),
   );
   const embeddings = new EmbeddingEncoder(
     clock,
