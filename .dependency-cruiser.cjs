@@ -1,9 +1,21 @@
 /**
- * Module boundaries, checked by `npm run lint` (dependency-cruiser; README "Architecture").
- * To see a rule fail, add a forbidden import and run `npm run lint:deps`, e.g. in
- * src/transport/subjects.ts: `import '../encoder/encoder.module';` → "transport-imports-no-feature".
- * test/fixtures/forbidden-import/ holds such an import, and a unit test checks that it fails.
+ * Module boundaries as layers, checked by `npm run lint` (dependency-cruiser;
+ * docs/architecture.md "Layers"). Every folder of src/ is in exactly one layer, by pattern:
+ *
+ *   entry           src/*.ts (the composition root) and src/cli/ (command-line entry points)
+ *   kernel          common/, config/, types/: shared by everything, depending on nothing else
+ *   infrastructure  transport/, tracing/, logging/: the kernel and each other only
+ *   feature         every other folder, a new one included, with no list to edit
+ *
+ * A feature's surface is the files at its top level (`src/<feature>/*.ts`); files in its
+ * subfolders are its internals, which no other feature may import. To see a rule fail,
+ * run the unit test in src/architecture.spec.ts: test/fixtures/boundaries/ holds one
+ * forbidden import per rule.
  */
+const KERNEL = 'common|config|types';
+const INFRASTRUCTURE = 'transport|tracing|logging';
+const ENTRY = '^src/([^/]+\\.ts$|cli/)';
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -15,14 +27,34 @@ module.exports = {
       to: { circular: true },
     },
     {
-      name: 'transport-imports-no-feature',
+      name: 'kernel-imports-only-kernel',
+      severity: 'error',
+      comment: `The shared kernel (${KERNEL}) is imported by every layer and imports none of them.`,
+      from: { path: `^src/(${KERNEL})/` },
+      to: { path: '^src/', pathNot: `^src/(${KERNEL})/` },
+    },
+    {
+      name: 'infrastructure-imports-no-feature',
+      severity: 'error',
+      comment: `Infrastructure (${INFRASTRUCTURE}) serves features and never depends on one.`,
+      from: { path: `^src/(${INFRASTRUCTURE})/` },
+      to: { path: '^src/', pathNot: `^src/(${KERNEL}|${INFRASTRUCTURE})/` },
+    },
+    {
+      name: 'no-feature-internals',
       severity: 'error',
       comment:
-        'transport/ is infrastructure (connection, Nest server, serializers, subjects): features depend on it, never the reverse.',
-      from: { path: '^src/transport/' },
-      to: {
-        path: '^src/(encoder|delivery|requests|profiling|meta-registry|admin|health|metrics|transfer|cli|client|dispatch|routing)/',
-      },
+        "A feature imports another feature's surface (its top-level files), never a file in one of its subfolders.",
+      from: { path: '^src/([^/]+)/', pathNot: ENTRY },
+      to: { path: '^src/([^/]+)/.+/', pathNot: `^src/($1|${KERNEL})/` },
+    },
+    {
+      name: 'nothing-imports-entry-points',
+      severity: 'error',
+      comment:
+        'The composition root and the CLI are where the process starts; nothing imports them.',
+      from: { path: '^src/', pathNot: ENTRY },
+      to: { path: ENTRY },
     },
     {
       name: 'client-imports-no-nest',
@@ -31,36 +63,6 @@ module.exports = {
         'The SDK (src/client) is importable without Nest, directly or through what it imports.',
       from: { path: '^src/client/' },
       to: { path: '@nestjs/', reachable: true },
-    },
-    {
-      name: 'client-imports-only-plain-modules',
-      severity: 'error',
-      comment: 'The SDK must not pull in service modules (which import Nest).',
-      from: { path: '^src/client/' },
-      to: {
-        path: '^src/(encoder|delivery|requests|profiling|admin|health|metrics|transport|transfer|cli)/',
-        pathNot: '^src/transport/subjects\\.ts$',
-      },
-    },
-    {
-      name: 'only-cli-imports-model-generator',
-      severity: 'error',
-      comment:
-        'The reference-model generator (cli/models/) is a dev tool: the service reads the contract from encoder/pipeline/model-contract.ts.',
-      from: {
-        path: '^src/',
-        pathNot: '^src/cli/',
-      },
-      to: { path: '^src/cli/models/' },
-    },
-    {
-      name: 'common-imports-no-feature',
-      severity: 'error',
-      comment: 'common/ and config/ are shared by every feature and depend on none.',
-      from: { path: '^src/(common|config)/' },
-      to: {
-        path: '^src/(encoder|delivery|requests|profiling|meta-registry|admin|health|metrics|transport|transfer|cli|client|dispatch|routing)/',
-      },
     },
   ],
   options: {

@@ -43,7 +43,7 @@ export class AppModule {
         ...(role === 'supervisor' ? [] : [ProfilingModule, NoLocalRanksModule]),
         encoderSide,
         HealthModule.for(encoderSide),
-        AdminModule.for(encoderSide, role),
+        AdminModule.for(encoderSide),
         MetricsModule.for(role),
         SglangModule,
       ],

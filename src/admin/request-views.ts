@@ -1,8 +1,7 @@
 import type { Clock } from '../common/clock';
 import { destinationViews, type DestinationView } from '../delivery/delivery.service';
 import type { ReqPhase, ReqStateStore, StagingStats } from '../requests/req-state.store';
-import { parcelsHeld } from '../encoder/workers/parcel';
-import type { SlabUsage } from '../encoder/backend/staging-slab';
+import type { SlabUsage } from '../common/kernel';
 
 export interface RequestView {
   req_id: string;
@@ -34,15 +33,14 @@ export interface RequestsView {
 export function requestsView(
   states: ReqStateStore,
   clock: Clock,
-  pending: number,
-  slab: SlabUsage = { capacityBytes: 0, usedBytes: 0, slots: 0 },
+  pipeline: { pending: number; modelInputsHeld: number; slab?: SlabUsage },
 ): RequestsView {
   const now = clock.now();
   return {
     staging: states.stats(),
-    pending,
-    model_inputs_held: parcelsHeld(),
-    staging_slab: slab,
+    pending: pipeline.pending,
+    model_inputs_held: pipeline.modelInputsHeld,
+    staging_slab: pipeline.slab ?? { capacityBytes: 0, usedBytes: 0, slots: 0 },
     requests: states.list().map((s) => ({
       req_id: s.reqId,
       modality: s.modality,

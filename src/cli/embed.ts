@@ -5,7 +5,7 @@ import { InferenceSession } from 'onnxruntime-node';
 import { referenceModelPaths } from '../encoder/backend/model-paths';
 import { audioRows, melBins, modelInputs } from '../encoder/backend/model-inputs';
 import { DEFAULT_N_MELS } from '../encoder/pipeline/model-contract';
-import { MODALITIES, type Modality } from '../encoder/pipeline/encode-request.schema';
+import { MODALITIES, type Modality } from '../encoder/encode-request.schema';
 import preprocess from '../encoder/preprocess/preprocess.worker';
 import { npyHeader } from '../transfer/npy';
 

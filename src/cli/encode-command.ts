@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { EncodeResult, EncoderClient } from '../client/encoder-client';
-import type { Modality } from '../encoder/pipeline/encode-request.schema';
+import type { Modality } from '../encoder/encode-request.schema';
 import { parseEndpoint } from '../transfer/embedding-transport';
 import { MEDIA_TYPES } from './media-types';
 

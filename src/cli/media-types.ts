@@ -1,4 +1,4 @@
-import type { Modality } from '../encoder/pipeline/encode-request.schema';
+import type { Modality } from '../encoder/encode-request.schema';
 
 /** Media files the CLI reads, by extension: their MIME type and modality. */
 export const MEDIA_TYPES: Readonly<Record<string, readonly [string, Modality]>> = {

@@ -13,7 +13,7 @@ import {
   type Endpoint,
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
-import type { SlabSlot } from '../encoder/backend/staging-slab';
+import type { SlabSlot } from '../common/kernel';
 import type { DestinationView, RegisterRequest, SendRequest, SendStatus } from './delivery.schema';
 import { ReqStateStore, type Destination, type ReqState } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';

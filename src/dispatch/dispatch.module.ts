@@ -1,3 +1,5 @@
+import { RequestsReport } from '../admin/requests-report';
+import { DpRequestsReport } from './dp-requests-report';
 import { Global, Module } from '@nestjs/common';
 import { EncoderHealth } from '../health/encoder-health';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
@@ -29,10 +31,11 @@ import { WorkerSupervisor } from './worker-supervisor.service';
     DpDispatcher,
     DispatchMetrics,
     { provide: LocalRanks, useExisting: DpDispatcher },
+    { provide: RequestsReport, useClass: DpRequestsReport },
     { provide: EncoderHealth, useClass: WorkersHealth },
     { provide: ProfileControl, useClass: DpProfileControl },
     { provide: EncodeGateway, useClass: DpEncodeGateway },
   ],
-  exports: [LocalRanks, EncoderHealth],
+  exports: [LocalRanks, EncoderHealth, RequestsReport],
 })
 export class DispatchModule {}

@@ -7,7 +7,7 @@ import type { IpcChannel } from '../transport/ipc-channel';
 import type { IpcCall } from '../transport/ipc-rpc.server';
 import { DpDispatcher, mergeRankAnswers } from './dp-dispatcher.service';
 import { WorkerSupervisor, threadPlan } from './worker-supervisor.service';
-import type { EncodeRequest } from '../encoder/pipeline/encode-request.schema';
+import type { EncodeRequest } from '../encoder/encode-request.schema';
 
 interface Call {
   rank: number;

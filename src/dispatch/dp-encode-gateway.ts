@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { EncodeGateway, type ProbeReply } from '../encoder/encode-gateway';
-import type { EncodeRequest } from '../encoder/pipeline/encode-request.schema';
-import type { EncodeResponse } from '../encoder/pipeline/encode-response';
+import type { EncodeRequest } from '../encoder/encode-request.schema';
+import type { EncodeResponse } from '../encoder/encode-response';
 import { DpType } from '../transport/subjects';
 import { DpDispatcher, mergeRankAnswers } from './dp-dispatcher.service';
 

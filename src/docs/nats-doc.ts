@@ -6,8 +6,8 @@ import {
   sendRequestSchema,
   sendStatusSchema,
 } from '../delivery/delivery.schema';
-import { encodeRequestSchema } from '../encoder/pipeline/encode-request.schema';
-import { encodeResponseSchema } from '../encoder/pipeline/encode-response';
+import { encodeRequestSchema } from '../encoder/encode-request.schema';
+import { encodeResponseSchema } from '../encoder/encode-response';
 import {
   hasMetadataResponseSchema,
   publishMetadataSchema,

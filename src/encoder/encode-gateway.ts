@@ -1,5 +1,5 @@
-import type { EncodeRequest } from './pipeline/encode-request.schema';
-import type { EncodeResponse } from './pipeline/encode-response';
+import type { EncodeRequest } from './encode-request.schema';
+import type { EncodeResponse } from './encode-response';
 
 /** The functional probe's answer; a DP supervisor adds one `dp_rank=N: …` line per rank. */
 export interface ProbeReply {

@@ -5,9 +5,9 @@ import { CallDeadline } from '../common/deadline';
 import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { DpType } from '../transport/subjects';
 import { EncodeRequestPipe } from './pipeline/encode-request.pipe';
-import { encodeRequestSchema, type EncodeRequest } from './pipeline/encode-request.schema';
+import { encodeRequestSchema, type EncodeRequest } from './encode-request.schema';
 import { EncodeGateway, type ProbeReply } from './encode-gateway';
-import { encodeResponseSchema, type EncodeResponse } from './pipeline/encode-response';
+import { encodeResponseSchema, type EncodeResponse } from './encode-response';
 
 /**
  * `encode` and the functional probe, over HTTP (SGLang's routes) and NATS, on this

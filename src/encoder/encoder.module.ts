@@ -21,6 +21,8 @@ import { EncoderService } from './pipeline/encoder.service';
 import { Preprocessor } from './preprocess/preprocessor.service';
 import { EncodeScheduler } from './scheduler/encode-scheduler.service';
 import { WorkerReports } from './worker-reports.service';
+import { LocalRequestsReport } from './local-requests-report';
+import { RequestsReport } from '../admin/requests-report';
 import { WorkersAdminController } from './workers-admin.controller';
 
 /**
@@ -48,9 +50,11 @@ import { WorkersAdminController } from './workers-admin.controller';
     EmbeddingEncoder,
     EncoderService,
     WorkerReports,
+    LocalRequestsReport,
+    { provide: RequestsReport, useExisting: LocalRequestsReport },
     { provide: EncodeGateway, useClass: LocalEncodeGateway },
     { provide: EncoderHealth, useClass: ProbeEncoderHealth },
   ],
-  exports: [EncoderHealth, EncodeAdmission, EncoderBackend],
+  exports: [EncoderHealth, EncodeAdmission, EncoderBackend, RequestsReport],
 })
 export class EncoderModule {}

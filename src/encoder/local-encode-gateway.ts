@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EncodeGateway, type ProbeReply } from './encode-gateway';
-import type { EncodeRequest } from './pipeline/encode-request.schema';
-import type { EncodeResponse } from './pipeline/encode-response';
+import type { EncodeRequest } from './encode-request.schema';
+import type { EncodeResponse } from './encode-response';
 import { EncoderProbe } from './pipeline/encoder-probe.service';
 import { EncoderService } from './pipeline/encoder.service';
 

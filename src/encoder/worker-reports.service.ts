@@ -1,17 +1,22 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { ReqStateStore } from '../requests/req-state.store';
+import type { IpcTopic } from '../transport/ipc-topics';
 import { ParentLink } from '../transport/parent-link';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { EncodeScheduler, type SchedulerStats } from './scheduler/encode-scheduler.service';
+import type { RequestsView } from '../admin/request-views';
+import { LocalRequestsReport } from './local-requests-report';
 
 /** What a worker reports about itself over IPC (`stats`). */
 export interface WorkerStats {
   pending: number;
   staged_bytes: number;
 }
-import type { IpcTopic } from '../transport/ipc-topics';
 
-/** What a DP worker tells its supervisor over IPC for GET /admin/workers and /admin/encoder. */
+/**
+ * What a DP worker tells its supervisor over IPC, for GET /admin/workers, /admin/encoder
+ * and /admin/requests.
+ */
 @Injectable()
 export class WorkerReports implements OnModuleInit {
   constructor(
@@ -19,6 +24,7 @@ export class WorkerReports implements OnModuleInit {
     private readonly admission: EncodeAdmission,
     private readonly states: ReqStateStore,
     private readonly scheduler: EncodeScheduler,
+    private readonly requests: LocalRequestsReport,
   ) {}
 
   onModuleInit(): void {
@@ -27,6 +33,7 @@ export class WorkerReports implements OnModuleInit {
       staged_bytes: this.states.stats().usedBytes,
     }));
     this.link.handle('scheduler', () => this.scheduler.stats());
+    this.link.handle('requests', () => this.requests.local());
   }
 }
 
@@ -36,5 +43,7 @@ declare module '../transport/ipc-topics' {
     stats: IpcTopic<void, WorkerStats>;
     /** Supervisor → worker: its batching scheduler's counters, for GET /admin/encoder. */
     scheduler: IpcTopic<void, SchedulerStats>;
+    /** Supervisor → worker: its requests, for the supervisor's GET /admin/requests. */
+    requests: IpcTopic<void, RequestsView>;
   }
 }

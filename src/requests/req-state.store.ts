@@ -3,7 +3,7 @@ import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@ne
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
-import type { Modality } from '../encoder/pipeline/encode-request.schema';
+import type { Modality } from '../common/kernel';
 import { ReqState, type Destination, type ReleaseReason, type StagedEmbedding } from './req-state';
 
 export { ReqState } from './req-state';

@@ -1,7 +1,5 @@
 import { Errors } from '../common/errors/error-catalogue';
-import type { StagingDtype } from '../encoder/backend/forward.types';
-import type { SlabSlot } from '../encoder/backend/staging-slab';
-import type { Modality } from '../encoder/pipeline/encode-request.schema';
+import type { Modality, SlabSlot, StagingDtype } from '../common/kernel';
 import { endpointKey, type Endpoint } from '../transfer/embedding-transport';
 
 export interface StagedEmbedding {

@@ -1,9 +1,7 @@
+import type { Endpoint } from '../common/kernel';
 import type { Ack, FrameHeader } from './frame';
 
-export interface Endpoint {
-  host: string;
-  port: number;
-}
+export type { Endpoint } from '../common/kernel';
 
 export const endpointKey = (e: Endpoint) => `${e.host}:${e.port}`;
 

@@ -1,9 +1,11 @@
+import type { StagingDtype } from '../common/kernel';
 /**
  * The data-plane frame (docs/contract.md §5): a 4-byte big-endian header length, a JSON header,
  * then `byte_length` raw little-endian bytes. The receiver answers each frame with one
  * JSON line: `{"req_id", "ok": true}` or `{"ok": false, "error"}`.
  */
-export type WireDtype = 'float32' | 'float16' | 'bfloat16';
+/** The dtypes a frame carries: the staging dtypes. */
+export type WireDtype = StagingDtype;
 
 export const WIRE_DTYPES: readonly WireDtype[] = ['float32', 'float16', 'bfloat16'];
 

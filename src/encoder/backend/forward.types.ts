@@ -1,10 +1,10 @@
-import type { WireDtype } from '../../transfer/frame';
+import type { StagingDtype } from '../../common/kernel';
 import type { ModelKind } from '../pipeline/model-contract';
 import type { ModelInput } from '../workers/parcel';
 import type { SlabSlot } from './staging-slab';
 
 /** Embeddings are staged in the dtype they are sent in. */
-export type StagingDtype = WireDtype;
+export type { StagingDtype } from '../../common/kernel';
 
 export interface ForwardPart {
   /** This request's packed rows (patches or audio frames), or a parcel holding them. */

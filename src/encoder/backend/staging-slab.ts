@@ -1,16 +1,11 @@
-import type { WireDtype as StagingDtype } from '../../transfer/frame';
+import type { SlabSlot as KernelSlot, SlabUsage, StagingDtype } from '../../common/kernel';
 
 /** Slots start on cache-line boundaries (and so are aligned for every staging dtype). */
 const ALIGN = 64;
 
 const align = (n: number) => Math.ceil(n / ALIGN) * ALIGN;
 
-/** A slab's size and use (epd_encoder_staging_slab_bytes, and GET /admin/requests). */
-export interface SlabUsage {
-  capacityBytes: number;
-  usedBytes: number;
-  slots: number;
-}
+export type { SlabUsage } from '../../common/kernel';
 
 /**
  * One staged embedding's place in the slab. Its owner (the request's state, once staged;
@@ -19,7 +14,7 @@ export interface SlabUsage {
  * the last holder drops it, never earlier: a slot reused while a write still reads it
  * would put another request's values on the wire.
  */
-export class SlabSlot {
+export class SlabSlot implements KernelSlot {
   private holders = 1;
 
   constructor(

@@ -9,8 +9,8 @@ import type { SlabSlot } from '../backend/staging-slab';
 import { itemGrids, type PreprocessOk } from '../preprocess/preprocess.types';
 import type { ScheduledResult } from '../scheduler/encode-scheduler.service';
 import { discard } from '../workers/parcel';
-import type { EncodeRequest } from './encode-request.schema';
-import type { StageTimings } from './encode-response';
+import type { EncodeRequest } from '../encode-request.schema';
+import type { StageTimings } from '../encode-response';
 import { EncodeStages, type EncodeSize } from './encode-stages.service';
 
 export const round = (ms: number) => Math.round(ms * 1000) / 1000;

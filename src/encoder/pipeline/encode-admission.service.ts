@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Errors } from '../../common/errors/error-catalogue';
 import { AppConfig } from '../../config/app-config';
 import { ProfilerService } from '../../profiling/profiler.service';
-import type { Modality } from './encode-request.schema';
+import type { Modality } from '../encode-request.schema';
 import { EncoderMetrics, type EncodeOutcome, type EncodeReport } from './encoder.metrics';
 
 export type { EncodeOutcome } from './encoder.metrics';

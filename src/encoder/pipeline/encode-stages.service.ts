@@ -13,7 +13,7 @@ import {
 import { checkItemCount, checkPlan } from '../preprocess/request-caps';
 import { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler, type ScheduledResult } from '../scheduler/encode-scheduler.service';
-import type { EncodeRequest } from './encode-request.schema';
+import type { EncodeRequest } from '../encode-request.schema';
 import { inSpan } from '../../tracing/tracing';
 import { discard } from '../workers/parcel';
 

@@ -5,8 +5,8 @@ import { TOKEN_BUCKETS, type MetricName } from '../../metrics/catalogue';
 import { OwnedMetrics } from '../../metrics/owned-metrics';
 import { ReqStateStore } from '../../requests/req-state.store';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
-import type { Modality } from './encode-request.schema';
-import type { StageTimings } from './encode-response';
+import type { Modality } from '../encode-request.schema';
+import type { StageTimings } from '../encode-response';
 import { parcelsHeld } from '../workers/parcel';
 import { EncoderBackend } from '../backend/encoder-backend';
 

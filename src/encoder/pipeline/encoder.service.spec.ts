@@ -13,7 +13,7 @@ import type { MediaLoader } from '../../media/media-loader.service';
 import type { MediaPlan, PreprocessResult } from '../preprocess/preprocess.types';
 import type { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
-import { parseEncodeRequest } from './encode-request.schema';
+import { parseEncodeRequest } from '../encode-request.schema';
 import { PATCH_DIM } from './model-contract';
 import { EncodeAdmission } from './encode-admission.service';
 import { EncodeStages } from './encode-stages.service';

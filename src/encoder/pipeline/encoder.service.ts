@@ -7,9 +7,9 @@ import { ReqStateStore, type ReqState } from '../../requests/req-state.store';
 import { EncodeAdmission, type EncodeOutcome } from './encode-admission.service';
 import type { EncodeReport } from './encoder.metrics';
 import type { Endpoint } from '../../transfer/embedding-transport';
-import type { EncodeRequest } from './encode-request.schema';
+import type { EncodeRequest } from '../encode-request.schema';
 import { EmbeddingEncoder, round } from './embedding-encoder.service';
-import type { EncodeResponse, StageTimings } from './encode-response';
+import type { EncodeResponse, StageTimings } from '../encode-response';
 import { inSpan, SpanKind } from '../../tracing/tracing';
 
 /** Error frames to receivers are best effort and must not hold the failed encode's reply long. */

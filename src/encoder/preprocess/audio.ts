@@ -1,4 +1,4 @@
-import { decodeAudio } from '../../media/audio/decode';
+import { decodeAudio } from '../../media/audio-decode';
 import { AUDIO_MEL_FRAMES, AUDIO_SAMPLE_RATE } from '../pipeline/model-contract';
 import { WINDOW_SAMPLES, logMelWindow, qwen2AudioTokens, validFrames } from './whisper-mel';
 

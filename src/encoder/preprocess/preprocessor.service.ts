@@ -1,7 +1,7 @@
 import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import Piscina from 'piscina';
 import { AppConfig } from '../../config/app-config';
-import type { Modality } from '../pipeline/encode-request.schema';
+import type { Modality } from '../encode-request.schema';
 import { closePool, createPool, poolThreadIds, runTask } from '../workers/close-pool';
 import { hold, parcelChannel } from '../workers/parcel';
 import { workerFile } from '../workers/worker-file';

@@ -1,16 +1,16 @@
 import { z } from 'zod';
-import { Errors } from '../../common/errors/error-catalogue';
-import { reqIdOf } from '../../common/req-id';
-import { reqIdSchema } from '../../meta-registry/meta.schema';
-import type { MediaItem } from '../../media/media-item';
+import { MODALITIES, type Modality } from '../common/kernel';
+import { Errors } from '../common/errors/error-catalogue';
+import { reqIdOf } from '../common/req-id';
+import { reqIdSchema } from '../meta-registry/meta.schema';
+import type { MediaItem } from '../media/media-item';
 
 /** A receiver's TCP port. */
 const port = z.number().int().min(1).max(65535);
 /** SGLang's legacy form lists one port per receiver; more than this is not a TP group. */
 const MAX_TARGET_PORTS = 64;
 
-export const MODALITIES = ['image', 'video', 'audio'] as const;
-export type Modality = (typeof MODALITIES)[number];
+export { MODALITIES, type Modality } from '../common/kernel';
 
 /** Python's type names, so messages read as SGLang's do (`request is not a dict: list`). */
 export function pyType(v: unknown): string {

@@ -1,4 +1,4 @@
-import { MMError } from '../../common/errors/mm-error';
+import { MMError } from '../common/errors/mm-error';
 import { parseEncodeRequest } from './encode-request.schema';
 
 const valid = {

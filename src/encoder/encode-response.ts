@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { destinationViewSchema } from '../../delivery/delivery.schema';
+import { destinationViewSchema } from '../delivery/delivery.schema';
 
 const ms = z.number().nonnegative();
 

@@ -1,0 +1,36 @@
+/**
+ * The shared kernel: the few types every feature speaks (docs/architecture.md). They
+ * live here, not in the feature that happens to produce them, so that request state,
+ * delivery, dispatch and the transfer engines depend on no feature's internals.
+ */
+
+/** What an encode request carries (docs/contract.md §2). */
+export const MODALITIES = ['image', 'video', 'audio'] as const;
+export type Modality = (typeof MODALITIES)[number];
+
+/** The dtype embeddings are staged and sent in (EPD_STAGING_DTYPE; float16/bfloat16 as raw bits). */
+export type StagingDtype = 'float32' | 'float16' | 'bfloat16';
+
+/** A receiver's address: where a frame is pushed. */
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+/** A staging slab's size and use (epd_encoder_staging_slab_bytes, and GET /admin/requests). */
+export interface SlabUsage {
+  capacityBytes: number;
+  usedBytes: number;
+  slots: number;
+}
+
+/**
+ * One staged embedding's place in the staging slab, as its holders see it: the request's
+ * state holds it once staged, and each socket write from it holds it until the write is
+ * done with the memory (encoder/backend/staging-slab.ts has the slab itself).
+ */
+export interface SlabSlot {
+  readonly freed: boolean;
+  hold(): void;
+  drop(): void;
+}
