@@ -104,4 +104,13 @@ describe('architecture', () => {
     );
     expect(optional).toEqual([]);
   });
+
+  it('every MMError comes from the error catalogue (src/common/errors/)', () => {
+    const minting = files.filter(
+      (f) =>
+        !f.startsWith('src/common/errors/') &&
+        /new (MMError|BadRequestError|InternalError)\(/.test(readFileSync(join(ROOT, f), 'utf8')),
+    );
+    expect(minting).toEqual([]);
+  });
 });

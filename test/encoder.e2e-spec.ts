@@ -383,7 +383,9 @@ describe('media URLs (e2e, local HTTP server on 127.0.0.1)', () => {
       expect((await encodeUrl(t, `${base}/img.png`)).body).toMatchObject({ embedding_len: 4 });
       expect((await encodeUrl(t, `${base}/redirect-in`)).body).toMatchObject({ embedding_len: 4 });
       const big = await encodeUrl(t, `${base}/big`);
-      expect(big.status).toBe(400);
+      // Too many bytes is a limit, as too many pixels is: 413 limit_exceeded.
+      expect(big.status).toBe(413);
+      expect(big.body).toMatchObject({ type: 'limit_exceeded' });
       expect(big.body.message).toMatch(/media is larger than 1048576 bytes/);
       const out = await encodeUrl(t, `${base}/redirect-out`);
       expect(out.body.message).toMatch(

@@ -1,3 +1,4 @@
+import { Errors } from '../common/errors/error-catalogue';
 import { Logger } from '@nestjs/common';
 import {
   createInbox,
@@ -194,15 +195,7 @@ export class CachePeer {
       let received = 0;
       let silence: NodeJS.Timeout | undefined;
       const total = setTimeout(
-        () =>
-          finish(
-            new MMError(
-              `cache fetch from ${subject} passed its deadline`,
-              504,
-              undefined,
-              'deadline',
-            ),
-          ),
+        () => finish(Errors.deadlineExceeded(`cache fetch from ${subject}`)),
         Math.max(1, deadline - Date.now()),
       );
       const sub = nc.subscribe(inbox, { callback: (err, msg) => (err ? finish(err) : onMsg(msg)) });
@@ -243,7 +236,7 @@ export class CachePeer {
             );
           case 'error': {
             const e = msg.json<{ code: number; type?: string; message: string }>();
-            return finish(new MMError(e.message, e.code, undefined, e.type));
+            return finish(Errors.remote(e.message, e.code, undefined, e.type));
           }
           case 'entry': {
             header = msg.json<EntryHeader>();

@@ -252,12 +252,8 @@ export class EncoderClient {
     const reply = raw.json<Reply<T>>();
     if (reply.err !== undefined && reply.err !== null) {
       if (isErrorBody(reply.err))
-        throw new MMError(reply.err.message, reply.err.code, reqId, reply.err.type);
-      throw new MMError(
-        `unexpected error reply from ${subject}: ${JSON.stringify(reply.err)}`,
-        502,
-        reqId,
-      );
+        throw Errors.remote(reply.err.message, reply.err.code, reqId, reply.err.type);
+      throw Errors.unexpectedReply(subject, JSON.stringify(reply.err), reqId);
     }
     return reply.response as T;
   }
@@ -269,12 +265,7 @@ export class EncoderClient {
     if (noResponders) {
       // None running, or every one out of the queue group while it sheds load
       // (EPD_OVERLOAD_STEP_OUT): either way, NATS answered at once and a retry may succeed.
-      return new MMError(
-        `no encoder is serving ${subject} (none running, or all overloaded); retry`,
-        503,
-        reqId,
-        'no_responders',
-      );
+      return Errors.noResponders(subject, reqId);
     }
     if (err instanceof natsErrors.TimeoutError) {
       return dpType === DpType.WaitMetadata
@@ -282,20 +273,15 @@ export class EncoderClient {
         : Errors.deadlineExceeded(dpType, reqId);
     }
     if (err instanceof natsErrors.InvalidArgumentError && /max_payload/.test(err.message)) {
-      return new MMError(
-        `${dpType} request exceeds the NATS server's max_payload`,
-        413,
-        reqId,
-        'payload_too_large',
-      );
+      return Errors.overMaxPayload(dpType, reqId);
     }
     if (
       err instanceof natsErrors.ClosedConnectionError ||
       err instanceof natsErrors.DrainingConnectionError
     ) {
-      return new MMError('NATS connection is closed', 503, reqId, 'connection_closed');
+      return Errors.connectionClosed(reqId);
     }
-    return new MMError(`${dpType} failed: ${(err as Error).message}`, 502, reqId);
+    return Errors.transportFailed(dpType, (err as Error).message, reqId);
   }
 }
 

@@ -182,7 +182,7 @@ export class DpDispatcher extends LocalRanks {
           (value) => ({ rank: r.rank, value }),
           (err: unknown) => ({
             rank: r.rank,
-            error: err instanceof MMError ? err : new MMError((err as Error).message, 500),
+            error: err instanceof MMError ? err : Errors.remote((err as Error).message, 500),
           }),
         ),
       ),
@@ -217,5 +217,5 @@ export function mergeRankAnswers<T>(
   const failed = answers.filter((a) => a.error);
   if (failed.length === 0) return lines.join('\n');
   const worst = failed.reduce((w, a) => (a.error!.code > w.error!.code ? a : w));
-  throw new MMError(lines.join('\n'), worst.error!.code, undefined, worst.error!.type);
+  throw Errors.remote(lines.join('\n'), worst.error!.code, undefined, worst.error!.type);
 }

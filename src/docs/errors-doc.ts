@@ -2,7 +2,7 @@ import { ERROR_TYPE_DOCS } from '../common/errors/error-types.doc';
 import { typeForStatus } from '../common/errors/mm-error';
 
 /** The statuses whose fallback type the page lists. */
-export const FALLBACK_STATUSES = [400, 401, 404, 409, 413, 500, 503, 504] as const;
+export const FALLBACK_STATUSES = [400, 401, 404, 409, 413, 500, 502, 503, 504] as const;
 
 const cell = (s: string) => s.replace(/\|/g, '\\|');
 

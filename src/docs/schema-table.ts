@@ -1,3 +1,5 @@
+/** Enums longer than this are shown as a count. */
+const MAX_ENUM_SHOWN = 8;
 /** A JSON schema, as far as the generated pages read one. */
 export interface JsonSchema {
   type?: string | string[];
@@ -17,6 +19,8 @@ export const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 function typeOf(j: JsonSchema): string {
   if (j.const !== undefined) return JSON.stringify(j.const);
+  // A long enum (the error types) reads better as a count; its description says where it is listed.
+  if (j.enum && j.enum.length > MAX_ENUM_SHOWN) return `string (one of ${j.enum.length})`;
   if (j.enum) return j.enum.map((v) => JSON.stringify(v)).join(' | ');
   if (j.anyOf) return [...new Set(j.anyOf.map(typeOf))].join(' | ');
   const t = Array.isArray(j.type) ? j.type.join(' | ') : j.type;

@@ -78,6 +78,11 @@ describe('MediaLoader', () => {
     writeFileSync(join(root, 'big.bin'), Buffer.alloc(64));
     const files = loader({ EPD_MEDIA_MAX_BYTES: '32', EPD_MEDIA_ROOT: root });
     expect(await failure(files.load({ url: join(root, 'big.bin') }))).toMatch(/larger/);
+    // A limit, answered as too many pixels is: 413 limit_exceeded, not a load failure.
+    await expect(small.load({ url: b64 })).rejects.toMatchObject({
+      code: 413,
+      type: 'limit_exceeded',
+    });
   });
 
   it('gives one timeout to the whole redirect chain, not one per hop', async () => {

@@ -13,6 +13,9 @@ import { isAllowedHost, isPrivateAddress } from './address-policy';
 
 class LoadError extends Error {}
 
+/** An item over EPD_MEDIA_MAX_BYTES: a limit, answered 413 as too many pixels or tokens are. */
+class TooLargeError extends LoadError {}
+
 const privateTarget = (address: string) =>
   new LoadError(
     `${address} is a loopback/private address, which is not allowed (EPD_MEDIA_ALLOW_PRIVATE_NETWORKS)`,
@@ -44,6 +47,7 @@ export class MediaLoader {
       bytes = await this.fetchBytes(item.url, deadline);
     } catch (err) {
       if (err instanceof DeadlineError) throw Errors.loadDeadline(reqId);
+      if (err instanceof TooLargeError) throw Errors.mediaTooLarge(item.url, err.message, reqId);
       throw Errors.loadFailed(item.url, (err as Error).message, reqId);
     }
     if (item.content_hash) {
@@ -69,7 +73,7 @@ export class MediaLoader {
   private sizeError(n: number): LoadError | undefined {
     const max = this.config.media.maxBytes;
     return n > max
-      ? new LoadError(`media is larger than ${max} bytes (EPD_MEDIA_MAX_BYTES)`)
+      ? new TooLargeError(`media is larger than ${max} bytes (EPD_MEDIA_MAX_BYTES)`)
       : undefined;
   }
 

@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { ConfinedDir } from '../common/fs/confined-dir';
 import { stateDir } from '../common/fs/state-dir';
 import { Errors } from '../common/errors/error-catalogue';
-import { BadRequestError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
 import { ProfileControl, type ProfileReply } from './profile-control';
 import type { ProfileRequest } from './profile.schema';
@@ -71,7 +70,7 @@ export class ProfilerService extends ProfileControl implements OnModuleDestroy {
     const prefix = req.profile_prefix ?? 'encoder';
     if (!/^[A-Za-z0-9_.-]+$/.test(prefix))
       return Promise.reject(
-        new BadRequestError('profile_prefix may hold only letters, digits, _ . -'),
+        Errors.badRequest('profile_prefix may hold only letters, digits, _ . -'),
       );
     const run: Run = {
       dir: '',

@@ -1,3 +1,4 @@
+import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import type { IpcTopics, TopicMap } from './ipc-topics';
 
@@ -129,7 +130,7 @@ export class IpcChannel<T extends TopicMap<T> = IpcTopics> {
           ? undefined
           : m.code === undefined
             ? new Error(m.error)
-            : new MMError(m.error, m.code, m.reqId, m.errorType);
+            : Errors.remote(m.error, m.code, m.reqId, m.errorType);
       this.settle(m.id, m.payload, err);
       return;
     }

@@ -1,6 +1,6 @@
+import { Errors } from '../common/errors/error-catalogue';
 import { headers } from '@nats-io/transport-node';
 import { NatsContext, Server, type CustomTransportStrategy } from '@nestjs/microservices';
-import { MMError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
 import { ParentLink } from './parent-link';
 import { instanceRankSubjectFor } from './subjects';
@@ -51,7 +51,7 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
 
   private call(c: IpcCall): Promise<unknown> {
     const handler = this.getHandlerByPattern(c.pattern);
-    if (!handler) return Promise.reject(new MMError(`no handler for ${c.pattern}`, 404));
+    if (!handler) return Promise.reject(Errors.noHandler(c.pattern));
     const h = headers();
     h.set('Deadline', String(c.deadline));
     if (c.authorization) h.set('Authorization', c.authorization);
@@ -78,7 +78,7 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
             if (packet.err === undefined) return resolve(packet.response ?? null);
             const e = packet.err as ErrorBody;
             reject(
-              new MMError(e.message ?? 'failed', e.code ?? 500, e.req_id ?? undefined, e.type),
+              Errors.remote(e.message ?? 'failed', e.code ?? 500, e.req_id ?? undefined, e.type),
             );
           },
         ),

@@ -2,7 +2,6 @@ import { Injectable, Logger } from '@nestjs/common';
 import { RequestError, TimeoutError, headers } from '@nats-io/transport-node';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
-import { MMError } from '../common/errors/mm-error';
 import { NatsConnectionService } from './nats-connection.service';
 import { injectNats } from '../tracing/tracing';
 
@@ -96,7 +95,7 @@ export class NatsForwarder {
     }
     if (reply.err) {
       const e = reply.err;
-      throw new MMError(
+      throw Errors.remote(
         e.message ?? 'forwarded call failed',
         e.code ?? 500,
         e.req_id ?? reqId,

@@ -25,7 +25,7 @@ describe('error catalogue', () => {
 
   it('describes every type in docs/errors.md, so clients can rely on the table', () => {
     const page = readFileSync(join(__dirname, '../../../docs/errors.md'), 'utf8');
-    const described = new Set(ERROR_TYPE_DOCS.flatMap((e) => e.types));
+    const described = new Set<string>(ERROR_TYPE_DOCS.flatMap((e) => e.types));
     const types = new Set([
       ...allErrors().map((e) => e.type),
       ...FALLBACK_STATUSES.map(typeForStatus),

@@ -1,4 +1,4 @@
-import { BadRequestError, InternalError, MMError } from './mm-error';
+import { BadRequestError, errorTypeOf, InternalError, MMError } from './mm-error';
 
 /**
  * Every message a caller can see, in one place (docs/contract.md §2, §4, §6). Clients and
@@ -60,6 +60,9 @@ export const Errors = {
     ),
   notJson: (reason: string) =>
     new BadRequestError(`request body is not valid JSON: ${reason}`, undefined, 'invalid_json'),
+  /** A request that fails a check whose message says it all (a path, a nesting depth). */
+  badRequest: (message: string, reqId?: string) =>
+    new BadRequestError(message, reqId, 'invalid_request'),
   invalidField: (what: string, details: string, reqId?: string) =>
     new BadRequestError(`invalid ${what}: ${details}`, reqId, 'invalid_request'),
   unauthorized: () =>
@@ -82,6 +85,13 @@ export const Errors = {
       `Error while loading data ${truncateForMessage(data)}: ${reason}`,
       reqId,
       'load_failed',
+    ),
+  mediaTooLarge: (data: string, reason: string, reqId?: string) =>
+    new MMError(
+      `Error while loading data ${truncateForMessage(data)}: ${reason}`,
+      413,
+      reqId,
+      'limit_exceeded',
     ),
   hashMismatch: (expected: string, got: string, reqId?: string) =>
     new BadRequestError(
@@ -248,6 +258,47 @@ export const Errors = {
     new BadRequestError('profiling already running', undefined, 'profiling_running'),
   profilingNotRunning: () =>
     new BadRequestError('profiling not running', undefined, 'profiling_not_running'),
+
+  // errors of other processes and of frameworks, carried on with their status and type
+  /** An error another process answered (a peer, a DP worker, the SDK's encoder): as it was. */
+  remote: (message: string, code: number, reqId?: string, type?: unknown) =>
+    new MMError(message, code, reqId, errorTypeOf(type, code)),
+  /** A framework's error that only has a status (Nest's HttpException, the body parser). */
+  fromStatus: (message: string, status: number, reqId?: string) =>
+    new MMError(message, status, reqId),
+  /** Anything unexpected: the details stay in the log. */
+  internal: (reqId?: string) => new InternalError('internal error', reqId),
+  noHandler: (pattern: string) =>
+    new MMError(`no handler for ${pattern}`, 404, undefined, 'not_found'),
+  bodyTooLarge: (limit: number) =>
+    new MMError(
+      `request body exceeds the limit of ${limit} bytes (EPD_HTTP_MAX_BODY_BYTES)`,
+      413,
+      undefined,
+      'payload_too_large',
+    ),
+
+  // the SDK's own (src/client): what the NATS client said
+  noResponders: (subject: string, reqId?: string) =>
+    new MMError(
+      `no encoder is serving ${subject} (none running, or all overloaded); retry`,
+      503,
+      reqId,
+      'no_responders',
+    ),
+  overMaxPayload: (dpType: string, reqId?: string) =>
+    new MMError(
+      `${dpType} request exceeds the NATS server's max_payload`,
+      413,
+      reqId,
+      'payload_too_large',
+    ),
+  connectionClosed: (reqId?: string) =>
+    new MMError('NATS connection is closed', 503, reqId, 'connection_closed'),
+  transportFailed: (dpType: string, reason: string, reqId?: string) =>
+    new MMError(`${dpType} failed: ${reason}`, 502, reqId, 'bad_gateway'),
+  unexpectedReply: (subject: string, reply: string, reqId?: string) =>
+    new MMError(`unexpected error reply from ${subject}: ${reply}`, 502, reqId, 'bad_gateway'),
 } as const;
 
 /** Media strings can be 20 MB of base64: keep messages and logs short. */

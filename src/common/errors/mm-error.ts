@@ -1,3 +1,8 @@
+import { z } from 'zod';
+import { ERROR_TYPES, isErrorType, STATUS_TYPES, type ErrorType } from './error-types.doc';
+
+export type { ErrorType } from './error-types.doc';
+
 /**
  * The service's one domain error: a stable message and the HTTP status it maps to.
  * NATS replies carry the same code in `err.code`, so callers of either transport
@@ -6,13 +11,14 @@
 export class MMError extends Error {
   override readonly name: string = 'MMError';
   /** Stable, machine-readable key (docs/errors.md): clients branch on it, not on text. */
-  readonly type: string;
+  readonly type: ErrorType;
 
+  /** Made by the catalogue (Errors), the one place that pairs a message with its type. */
   constructor(
     message: string,
     readonly code: number = 500,
     readonly reqId?: string,
-    type?: string,
+    type?: ErrorType,
   ) {
     super(message);
     this.type = type ?? typeForStatus(code);
@@ -21,46 +27,40 @@ export class MMError extends Error {
 
 export class BadRequestError extends MMError {
   override readonly name = 'BadRequestError';
-  constructor(message: string, reqId?: string, type = 'invalid_request') {
+  constructor(message: string, reqId?: string, type: ErrorType = 'invalid_request') {
     super(message, 400, reqId, type);
   }
 }
 
 export class InternalError extends MMError {
   override readonly name = 'InternalError';
-  constructor(message: string, reqId?: string, type = 'internal') {
+  constructor(message: string, reqId?: string, type: ErrorType = 'internal') {
     super(message, 500, reqId, type);
   }
 }
 
-/** The type of an error that has no more specific one: by its HTTP status. */
-const STATUS_TYPES: Readonly<Record<number, string>> = {
-  400: 'invalid_request',
-  401: 'unauthorized',
-  403: 'forbidden',
-  404: 'not_found',
-  409: 'conflict',
-  413: 'payload_too_large',
-  499: 'cancelled',
-  500: 'internal',
-  502: 'bad_gateway',
-  503: 'unavailable',
-  504: 'timeout',
-  507: 'insufficient_storage',
-};
-
-export function typeForStatus(code: number): string {
-  return STATUS_TYPES[code] ?? (code >= 500 ? 'internal' : 'invalid_request');
+export function typeForStatus(code: number): ErrorType {
+  return (
+    (STATUS_TYPES as Record<number, ErrorType>)[code] ??
+    (code >= 500 ? 'internal' : 'invalid_request')
+  );
 }
 
-/** The wire shape of every error, HTTP body and NATS `err` alike. */
-export interface ErrorBody {
-  status: 'error';
-  code: number;
-  type: string;
-  message: string;
-  req_id: string | null;
+/** A type read off the wire (a peer, a worker, an older encoder): kept when known. */
+export function errorTypeOf(value: unknown, code: number): ErrorType {
+  return isErrorType(value) ? value : typeForStatus(code);
 }
+
+/** The wire shape of every error, HTTP body and NATS `err` alike (docs/contract.md §3). */
+export const errorBodySchema = z.object({
+  status: z.literal('error'),
+  code: z.number().int(),
+  type: z.enum(ERROR_TYPES).describe('stable machine-readable key; listed in docs/errors.md'),
+  message: z.string(),
+  req_id: z.string().nullable(),
+});
+
+export type ErrorBody = z.infer<typeof errorBodySchema>;
 
 export function toErrorBody(err: MMError, reqId?: string): ErrorBody {
   return {

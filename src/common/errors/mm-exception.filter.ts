@@ -1,3 +1,4 @@
+import { Errors } from './error-catalogue';
 import {
   ArgumentsHost,
   Catch,
@@ -86,13 +87,13 @@ export class MMExceptionFilter implements ExceptionFilter {
         typeof response === 'object' && response !== null && 'message' in response
           ? String(response.message)
           : exception.message;
-      return new MMError(message, exception.getStatus(), reqId);
+      return Errors.fromStatus(message, exception.getStatus(), reqId);
     }
     const error = exception instanceof Error ? exception : new Error(String(exception));
     this.logger.error(
       { ...logContext(host, reqId), err: error },
       `unhandled error: ${error.message}`,
     );
-    return new MMError('internal error', 500, reqId);
+    return Errors.internal(reqId);
   }
 }

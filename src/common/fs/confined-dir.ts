@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, realpath, type FileHandle } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { BadRequestError } from '../errors/mm-error';
+import { Errors } from '../errors/error-catalogue';
+import type { MMError } from '../errors/mm-error';
 
 /** Longest name of one path component on Linux (NAME_MAX), in bytes. */
 const NAME_MAX = 255;
@@ -14,12 +15,12 @@ const PATH_MAX = 4096;
  * ENAMETOOLONG that would surface as a 500.
  */
 export function checkPathString(value: string, what: string): void {
-  if (value.includes('\0')) throw new BadRequestError(`${what} must not contain NUL bytes`);
+  if (value.includes('\0')) throw Errors.badRequest(`${what} must not contain NUL bytes`);
   if (Buffer.byteLength(value) > PATH_MAX)
-    throw new BadRequestError(`${what} is longer than ${PATH_MAX} bytes`);
+    throw Errors.badRequest(`${what} is longer than ${PATH_MAX} bytes`);
   for (const part of value.split('/')) {
     if (Buffer.byteLength(part) > NAME_MAX)
-      throw new BadRequestError(`${what} has a component longer than ${NAME_MAX} bytes`);
+      throw Errors.badRequest(`${what} has a component longer than ${NAME_MAX} bytes`);
   }
 }
 
@@ -66,7 +67,7 @@ export class ConfinedDir {
       }
       const info = await lstat(current);
       if (info.isSymbolicLink() || !info.isDirectory()) {
-        throw new BadRequestError(
+        throw Errors.badRequest(
           `${what} must be a directory under ${this.root} (${this.variable}), not a symlink`,
         );
       }
@@ -85,7 +86,7 @@ export class ConfinedDir {
     return rel === '' ? [] : rel.split(sep);
   }
 
-  private outside(what: string): BadRequestError {
-    return new BadRequestError(`${what} must be under ${this.root} (${this.variable})`);
+  private outside(what: string): MMError {
+    return Errors.badRequest(`${what} must be under ${this.root} (${this.variable})`);
   }
 }

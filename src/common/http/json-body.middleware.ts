@@ -12,14 +12,11 @@ function toMMError(err: BodyParserError, limit: number): MMError {
   if (err.type === 'entity.too.large') {
     return err.length !== undefined
       ? Errors.payloadTooLarge(err.length, limit, 'EPD_HTTP_MAX_BODY_BYTES')
-      : new MMError(
-          `request body exceeds the limit of ${limit} bytes (EPD_HTTP_MAX_BODY_BYTES)`,
-          413,
-        );
+      : Errors.bodyTooLarge(limit);
   }
   if (err.type === 'entity.parse.failed') return Errors.notJson(err.message);
   const status = err.status ?? 400;
-  return new MMError(err.message, status >= 400 && status < 500 ? status : 400);
+  return Errors.fromStatus(err.message, status >= 400 && status < 500 ? status : 400);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiBody, ApiResponse } from '@nestjs/swagger';
 import { z } from 'zod';
+import { errorBodySchema } from '../errors/mm-error';
 
 type SchemaObject = Extract<Parameters<typeof ApiBody>[0], { schema: unknown }>['schema'];
 
@@ -13,14 +14,7 @@ export function openApiSchema(schema: z.ZodType, io: 'input' | 'output' = 'input
   return json as SchemaObject;
 }
 
-/** The error body of every route and subject (docs/contract.md §3). */
-export const errorBodySchema = z.object({
-  status: z.literal('error'),
-  code: z.number().int(),
-  type: z.string().describe('stable machine-readable key; listed in docs/errors.md'),
-  message: z.string(),
-  req_id: z.string().nullable(),
-});
+export { errorBodySchema } from '../errors/mm-error';
 
 /** Documents a route's success reply and the error statuses it can answer. */
 export function ApiReplies(ok: z.ZodType, ...errorStatuses: number[]): MethodDecorator {

@@ -1,4 +1,4 @@
-import { BadRequestError } from '../errors/mm-error';
+import { Errors } from '../errors/error-catalogue';
 
 /** Deeper than any message of ours (the deepest schema nests 4 levels). */
 export const MAX_JSON_DEPTH = 32;
@@ -13,7 +13,7 @@ export function assertJsonDepth(value: unknown, max = MAX_JSON_DEPTH): void {
   const stack: [object, number][] = [[value, 1]];
   while (stack.length > 0) {
     const [node, depth] = stack.pop()!;
-    if (depth > max) throw new BadRequestError(`request nests deeper than ${max} levels`);
+    if (depth > max) throw Errors.badRequest(`request nests deeper than ${max} levels`);
     for (const child of Object.values(node) as unknown[]) {
       if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
     }

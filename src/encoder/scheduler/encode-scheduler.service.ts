@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../../common/clock';
 import { Errors } from '../../common/errors/error-catalogue';
-import { InternalError, MMError } from '../../common/errors/mm-error';
+import { MMError } from '../../common/errors/mm-error';
 import { AppConfig } from '../../config/app-config';
 import { EncoderBackend } from '../backend/encoder-backend';
 import type { ForwardOutput, ForwardPart, StagingDtype } from '../backend/forward.types';
@@ -236,7 +236,7 @@ export class EncodeScheduler {
     const e = err as { message?: string; code?: unknown };
     const message = e.message ?? String(err);
     return typeof e.code === 'number'
-      ? new MMError(message, e.code, reqId)
-      : new InternalError(message, reqId);
+      ? Errors.remote(message, e.code, reqId, (e as { type?: unknown }).type)
+      : Errors.remote(message, 500, reqId);
   }
 }
