@@ -1,4 +1,21 @@
-import { type BicubicResampler, loadBicubicResampler } from './resample';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import wabtInit from 'wabt';
+import { type BicubicResampler, KERNELS_WASM, loadBicubicResampler } from './resample';
+
+describe('the resampler kernels artefact', () => {
+  it('resample-kernels.wasm is the assembly of resample-kernels.wat (`npm run kernels`)', async () => {
+    const wabt = await wabtInit();
+    const wat = readFileSync(join(__dirname, 'resample-kernels.wat'), 'utf8');
+    const parsed = wabt.parseWat('resample-kernels.wat', wat, { simd: true });
+    try {
+      const assembled = Buffer.from(parsed.toBinary({}).buffer);
+      expect(assembled.equals(readFileSync(KERNELS_WASM))).toBe(true);
+    } finally {
+      parsed.destroy();
+    }
+  });
+});
 
 /**
  * Expected bytes come from Pillow 9.4 (`Image.fromarray(a).resize(size, Image.BICUBIC)`);

@@ -1,4 +1,5 @@
-import { RESAMPLE_WAT } from './resample-kernels.wat';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 
 /**
  * Bicubic resize of packed RGB (uint8) that samples exactly as Pillow's `Image.resize(...,
@@ -66,25 +67,25 @@ function coefficients(inSize: number, outSize: number): Coeffs {
 }
 
 /**
- * This thread's resampler: wabt assembles the kernels once, and the one instance keeps its
+ * This thread's resampler: the kernels are compiled once, and the one instance keeps its
  * memory between resizes. A resampler per resize (as the preprocessing worker once made)
  * touched fresh WebAssembly memory on every image: 1,780 page faults per 1024×768 photo
  * (perf), and that thread's CPU per photo fell from 37.5 to 26.7 core-ms without them.
  */
 let resampler: Promise<BicubicResampler> | undefined;
 
+/**
+ * The kernels, assembled from resample-kernels.wat at build time (`npm run kernels`; the
+ * .wasm beside this file, copied into dist/ by `nest build`): no assembler at run time.
+ */
+export const KERNELS_WASM = join(__dirname, 'resample-kernels.wasm');
+
 async function compileKernels(): Promise<WebAssembly.Module> {
-  const wabt = await (await import('wabt')).default();
-  const parsed = wabt.parseWat('resample.wat', RESAMPLE_WAT, { simd: true });
-  try {
-    return new WebAssembly.Module(parsed.toBinary({}).buffer);
-  } finally {
-    parsed.destroy();
-  }
+  return new WebAssembly.Module(await readFile(KERNELS_WASM));
 }
 
 /**
- * This thread's resampler, ready to use (the first call assembles it: ~30 ms). Resizes are
+ * This thread's resampler, ready to use (the first call compiles it). Resizes are
  * synchronous, so one instance serves every caller in the thread.
  */
 export function loadBicubicResampler(): Promise<BicubicResampler> {

@@ -1,18 +1,14 @@
-/**
- * The two passes of Pillow's 8-bit bicubic resize (libImaging/Resample.c,
- * ImagingResampleHorizontal_8bpc / ImagingResampleVertical_8bpc), as WebAssembly with
- * 128-bit SIMD, in the WebAssembly text format (assembled by wabt at load; resample.ts).
- * Same integer arithmetic as Pillow, four lanes at a time: each output is
- * `clip8((2^21 + Σ pixel · tap) >> 22)` with 22-bit fixed-point taps, in wrapping int32,
- * so the result is Pillow's to the bit. The scalar JavaScript version spent 37 of the
- * 60 core-ms that preprocessing a 1024×768 photo took.
- *
- * Memory is the caller's (imported), and so is its layout. Both passes read up to 15 bytes past their source
- * and write up to 15 bytes past their output (the caller leaves that much slack), so
- * that every row is handled in whole vectors; a byte written past the end of a row is
- * rewritten when the next row is computed.
- */
-export const RESAMPLE_WAT = String.raw`
+;; The two passes of Pillow's 8-bit bicubic resize (libImaging/Resample.c,
+;; ImagingResampleHorizontal_8bpc / ImagingResampleVertical_8bpc), as WebAssembly with
+;; 128-bit SIMD, in the WebAssembly text format (assembled into resample-kernels.wasm by `npm run kernels`; loaded by resample.ts).
+;; Same integer arithmetic as Pillow, four lanes at a time: each output is
+;; `clip8((2^21 + Σ pixel · tap) >> 22)` with 22-bit fixed-point taps, in wrapping int32,
+;; so the result is Pillow's to the bit. The scalar JavaScript version spent 37 of the
+;; 60 core-ms that preprocessing a 1024×768 photo took.
+;; Memory is the caller's (imported), and so is its layout. Both passes read up to 15 bytes past their source
+;; and write up to 15 bytes past their output (the caller leaves that much slack), so
+;; that every row is handled in whole vectors; a byte written past the end of a row is
+;; rewritten when the next row is computed.
 (module
   (import "env" "memory" (memory 1))
 
@@ -166,4 +162,3 @@ export const RESAMPLE_WAT = String.raw`
         (br $row)))
   )
 )
-`;
