@@ -113,4 +113,29 @@ describe('architecture', () => {
     );
     expect(minting).toEqual([]);
   });
+
+  it('tests wait for conditions, never for a fixed time (test/support/wait.ts)', () => {
+    const walk = (dir: string): string[] =>
+      readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory()
+          ? walk(join(dir, e.name))
+          : /\.(spec|e2e-spec)\.ts$|^test\/support\//.test(join(dir, e.name)) &&
+              e.name.endsWith('.ts')
+            ? [join(dir, e.name)]
+            : [],
+      );
+    const tests = [...walk('src'), ...walk('test')].filter((f) => f !== 'test/support/wait.ts');
+    // An awaited timer (a sleep, or the pause of a hand-rolled polling loop), and polling
+    // loops that test a clock themselves.
+    const sleep = /await (new Promise\(\((r|res|resolve)\) => setTimeout|sleep\()/;
+    const poll = /while \(.*Date\.now\(\)|for \([^)]*;[^)]*Date\.now\(\)/;
+    const offending = tests.flatMap((f) =>
+      readFileSync(join(ROOT, f), 'utf8')
+        .split('\n')
+        .map((line, i) => ({ line, at: `${f}:${i + 1}` }))
+        .filter(({ line }) => sleep.test(line) || poll.test(line))
+        .map(({ at, line }) => `${at}: ${line.trim()}`),
+    );
+    expect(offending).toEqual([]);
+  });
 });

@@ -1,3 +1,4 @@
+import { waitFor } from './support/wait';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
@@ -37,7 +38,8 @@ describe('N5: a malformed percent-encoding in an admin path (e2e, built service)
       type: 'invalid_request',
     });
     expect(body.message).toMatch(/%zz/);
-    await new Promise((r) => setTimeout(r, 300));
+    // The request's own log line is written once it is answered: everything it caused is out.
+    await waitFor(() => svc.output().slice(before).includes('%zz'));
     const lines = svc.output().slice(before).split('\n').filter(Boolean);
     const errors = lines.filter((l) => /URIError|"stack"|"level":50|\bat [\w.<>]+ \(/.test(l));
     expect(errors).toEqual([]);

@@ -208,8 +208,9 @@ describe('embedding cache: single flight across instances (e2e, jetstream)', () 
     const before = await stats(b);
     const started = Date.now();
     const waiting = encodeOn(b, id('after-hang'), [img]);
-    // The request is waiting on the owner (no heartbeats come) when the owner dies.
-    await new Promise((r) => setTimeout(r, LEASE_MS / 3));
+    // The request is waiting on the owner (it joined its claim; no heartbeats come) when
+    // the owner dies.
+    await waitFor(async () => (await stats(b)).remote_joins > before.remote_joins);
     d.svc.proc.kill('SIGKILL');
     const r = await waiting;
     const took = Date.now() - started;

@@ -1,3 +1,4 @@
+import { waitFor } from './support/wait';
 import { EncoderClient, MMError } from '../src/client';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
 
@@ -100,6 +101,6 @@ describe('EncoderClient SDK (e2e)', () => {
 });
 
 async function publishOnceWaiting(t: TestApp, client: EncoderClient, reqId: string): Promise<void> {
-  while ((await t.registry.stats()).waiters === 0) await new Promise((r) => setTimeout(r, 5));
+  await waitFor(async () => (await t.registry.stats()).waiters > 0);
   await client.publishMetadata(reqId, META);
 }

@@ -1,3 +1,4 @@
+import { expectOk } from './support/wait';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -194,10 +195,7 @@ describe('data plane and request lifecycle (e2e)', () => {
       receive_count: 2,
       receive_url: `127.0.0.1:${second.port}`,
     });
-    const deadline = Date.now() + 5000;
-    while ((await requests()).requests.some((r) => r.req_id === 'short') && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(async () => !(await requests()).requests.some((r) => r.req_id === 'short'));
     expect(got.map((g) => g.header.req_id)).toEqual(['short', 'short']);
     expect((await requests()).requests.map((r) => r.req_id)).not.toContain('short');
   });
@@ -348,20 +346,21 @@ describe('TTL expiry (e2e)', () => {
         }),
         { timeout: 30_000 },
       );
-      expect(r.json<Reply>().response).toBeDefined();
+      expectOk(r.json<Reply>());
       const before = (await request(short.httpUrl).get('/admin/requests')).body as {
         staging: { usedBytes: number };
       };
       expect(before.staging.usedBytes).toBe(12 * 1024 * 4);
-      const deadline = Date.now() + 5000;
-      let body = (await request(short.httpUrl).get('/admin/requests')).body as {
-        staging: { usedBytes: number; states: number };
-      };
-      while (body.staging.states > 0 && Date.now() < deadline) {
-        await new Promise((res) => setTimeout(res, 50));
-        body = (await request(short.httpUrl).get('/admin/requests')).body as typeof body;
-      }
-      expect(body.staging).toMatchObject({ usedBytes: 0, states: 0 });
+      let body: { staging: { usedBytes: number; states: number } } | undefined;
+      await waitFor(
+        async () => {
+          body = (await request(short.httpUrl).get('/admin/requests')).body as typeof body;
+          return body!.staging.states === 0;
+        },
+        5000,
+        50,
+      );
+      expect(body!.staging).toMatchObject({ usedBytes: 0, states: 0 });
       const late = await nc.request(
         `${short.config.nats.subjectPrefix}.v1.send`,
         JSON.stringify({ req_id: 'ttl', prefill_host: '127.0.0.1', embedding_port: 9 }),

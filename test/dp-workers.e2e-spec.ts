@@ -1,3 +1,4 @@
+import { expectOk } from './support/wait';
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -149,7 +150,7 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     const ranks: number[] = [];
     for (let i = 0; i < 4; i++) {
       const id = nextId('rr');
-      expect((await encode(id)).response).toBeDefined();
+      expectOk(await encode(id));
       ranks.push((await ownerRank(id))!);
     }
     expect(ranks[0]).not.toBe(ranks[1]);
@@ -164,7 +165,7 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     const busy = (await workers()).workers.find((w) => w.pending === 1)!.dp_rank;
     for (let i = 0; i < 3; i++) {
       const id = nextId('lp');
-      expect((await encode(id)).response).toBeDefined();
+      expectOk(await encode(id));
       expect(await ownerRank(id)).toBe(1 - busy);
     }
     media.release();

@@ -1,3 +1,4 @@
+import { expectOk } from './support/wait';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
 import { encodeBody, natsCall } from './support/calls';
@@ -52,7 +53,7 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
       const replies = await Promise.all(
         Array.from({ length: 8 }, (_, i) => call(t, 'encode', body(`s${i}`, small))),
       );
-      expect((await first).response).toBeDefined();
+      expectOk(await first);
       for (const r of replies)
         expect(r.response).toMatchObject({ embedding_len: 64, embedding_dim: 4096 });
       expect(replies.map((r) => r.response!.timings!.batch_size)).toEqual(Array(8).fill(8));
@@ -79,15 +80,15 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
         call(t, 'encode', body('p2', small)),
         call(t, 'encode', body('p3', small)),
       ]);
-      expect(replies[0].response).toBeDefined();
-      expect(replies[1].response).toBeDefined();
+      expectOk(replies[0]);
+      expectOk(replies[1]);
       for (const r of replies.slice(2)) {
         expect(r.err).toMatchObject({
           code: 503,
           message: 'encoder is at capacity: 2 requests pending (EPD_MAX_PENDING=2); retry later',
         });
       }
-      expect((await call(t, 'encode', body('p4', small))).response).toBeDefined();
+      expectOk(await call(t, 'encode', body('p4', small)));
     } finally {
       await t.close();
     }
@@ -97,7 +98,7 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
     // one 224x224 image stages 64 tokens x 1024 x 4 B = 262144 bytes
     const t = await startTestApp({ EPD_STAGING_MAX_BYTES: '300000' });
     try {
-      expect((await call(t, 'encode', body('b0', small))).response).toBeDefined();
+      expectOk(await call(t, 'encode', body('b0', small)));
       const full = await call(t, 'encode', body('b1', small));
       expect(full.err).toMatchObject({
         code: 507,
@@ -105,7 +106,7 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
           'staging budget exhausted: need 262144 bytes, 37856 of 300000 free (EPD_STAGING_MAX_BYTES); retry later',
       });
       await call(t, 'release', { req_id: 'b0' });
-      expect((await call(t, 'encode', body('b1', small))).response).toBeDefined();
+      expectOk(await call(t, 'encode', body('b1', small)));
       await call(t, 'release', { req_id: 'b1' });
       const after = (await request(t.httpUrl).get('/admin/requests')).body as {
         staging: { usedBytes: number; states: number };
@@ -157,7 +158,7 @@ describe('encoder limits and batching (e2e, real ONNX Runtime)', () => {
         message: 'encoder batch timed out',
         req_id: 'late',
       });
-      expect((await first).response).toBeDefined();
+      expectOk(await first);
       const stats = (await request(t.httpUrl).get('/admin/encoder')).body as {
         skippedExpired: number;
       };

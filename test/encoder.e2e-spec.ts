@@ -1,3 +1,4 @@
+import { expectOk, waitFor } from './support/wait';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -257,10 +258,10 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
 
   it('answers 409 to a second encode of an active req_id, and fails fast after an early release', async () => {
     const body = encodeBody('dup', [dataUri(png224, 'image/png')]);
-    expect((await call('encode', body)).response).toBeDefined();
+    expectOk(await call('encode', body));
     expect((await call('encode', body)).err).toMatchObject({ code: 409 });
     await call('release', { req_id: 'dup' });
-    expect((await call('encode', body)).response).toBeDefined(); // a new request after release
+    expectOk(await call('encode', body)); // a new request after release
     await call('release', { req_id: 'dup' });
 
     await call('release', { req_id: 'never-started' });
@@ -315,10 +316,7 @@ describe('encoder pipeline (e2e, real ONNX Runtime)', () => {
     expect(s.status).toBe(200);
     expect(s.text).toMatch(/^Start profiling\./);
     await call('encode', encodeBody('prof-2', [dataUri(png224, 'image/png')]));
-    const deadline = Date.now() + 5000;
-    while (!readdirSync(dir).some((f) => f.startsWith('steps-')) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(() => readdirSync(dir).some((f) => f.startsWith('steps-')));
     expect(readdirSync(dir).some((f) => f.startsWith('steps-rank0-'))).toBe(true);
     expect((await request(t.httpUrl).get('/stop_profile')).status).toBe(400);
     expect(

@@ -1,9 +1,11 @@
+import { expectOk } from './support/wait';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import request from 'supertest';
 import sharp from 'sharp';
+import { DeliveryService } from '../src/delivery/delivery.service';
 import { TcpEmbeddingSender } from '../src/transfer/tcp-sender.service';
 import { EmbeddingTransport } from '../src/transfer/embedding-transport';
 import { sharedNatsUrl, startTestApp, type TestApp } from './support/app';
@@ -158,7 +160,7 @@ describe('input hardening (e2e)', () => {
 
     it('an HTTP /send whose caller disconnects frees the receiver socket at once, not at the 180 s deadline', async () => {
       const png = dataUri(await image(56, 56), 'image/png');
-      expect((await natsCall(nc, t, 'encode', encodeBody('gone', [png]))).response).toBeDefined();
+      expectOk(await natsCall(nc, t, 'encode', encodeBody('gone', [png])));
       const sender = t.app.get<EmbeddingTransport, TcpEmbeddingSender>(EmbeddingTransport);
       const req = postSend('gone');
       expect(await waitFor(() => received > 0)).toBe(true);
@@ -175,7 +177,7 @@ describe('input hardening (e2e)', () => {
 
     it('a delivery shared with a NATS caller goes on when the HTTP caller leaves', async () => {
       const png = dataUri(await image(56, 56), 'image/png');
-      expect((await natsCall(nc, t, 'encode', encodeBody('shared', [png]))).response).toBeDefined();
+      expectOk(await natsCall(nc, t, 'encode', encodeBody('shared', [png])));
       const sender = t.app.get<EmbeddingTransport, TcpEmbeddingSender>(EmbeddingTransport);
       const ledger = new CallLedger();
       const viaNats = ledger.nats('send', 1500, () =>
@@ -189,14 +191,19 @@ describe('input hardening (e2e)', () => {
       );
       const before = received;
       expect(await waitFor(() => received > before)).toBe(true);
+      const delivery = t.app.get(DeliveryService);
+      const gone = delivery.sendStats.callersGone;
       const req = postSend('shared');
-      await new Promise((r) => setTimeout(r, 100));
+      // The HTTP caller joined the delivery (it shares the NATS caller's flight) ...
+      await waitFor(() => delivery.sendStats.callersWaiting === 1);
       req.destroy();
-      await new Promise((r) => setTimeout(r, 200));
+      // ... and left it: answered caller_gone, while the connection stays for the NATS caller.
+      await waitFor(() => delivery.sendStats.callersGone > gone);
       expect(sender.openConnections).toBe(1);
       // The NATS caller still gets its own answer: the receiver never acks, so its deadline.
       const answer = await viaNats;
       expect(answer?.err).toMatchObject({ code: 500 });
+      expect(delivery.sendStats.callersWaiting).toBe(0);
       // The failed send kept the embedding for a retry: still staged, not gone.
       const kept = await natsCall(nc, t, 'send_status', { req_id: 'shared' });
       await natsCall(nc, t, 'release', { req_id: 'shared' });

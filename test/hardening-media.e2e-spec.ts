@@ -1,3 +1,4 @@
+import { waitFor } from './support/wait';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import request from 'supertest';
 import { startTestApp, type TestApp } from './support/app';
@@ -112,8 +113,12 @@ describe('media fetch hardening (e2e)', () => {
         // .then() sends it now (supertest sends lazily).
         encode(t, `http://127.0.0.1:${port}/drip`, { timeout_ms: 1500 }).then((r) => r),
       );
-      // Meanwhile the service is full: 503, as before the fix.
-      await new Promise((r) => setTimeout(r, 300));
+      // Meanwhile the service is full (every slot holds a drip): 503, as before the fix.
+      await waitFor(
+        async () =>
+          ((await request(t.httpUrl).get('/admin/requests')).body as { pending: number })
+            .pending === 4,
+      );
       expect((await encode(t, `http://127.0.0.1:${port}/x.png`)).status).toBe(503);
       for (const r of await Promise.all(drip)) expect(r.status).toBe(504);
       const after = await encode(t, `http://127.0.0.1:${port}/x.png`);

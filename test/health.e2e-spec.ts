@@ -1,4 +1,5 @@
 import request from 'supertest';
+import { waitFor } from './support/wait';
 import { startTestApp, type TestApp } from './support/app';
 import { dataUri, image } from './support/media';
 import { NatsServer, freePort } from './support/nats-server';
@@ -10,13 +11,14 @@ async function pollStatus(
   path = '/health/ready',
 ): Promise<number> {
   const started = Date.now();
-  for (;;) {
-    const res = await request(url).get(path);
-    if (res.status === want) return Date.now() - started;
-    if (Date.now() - started > withinMs)
-      throw new Error(`${path} stayed ${res.status}: ${JSON.stringify(res.body)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  let last: request.Response | undefined;
+  await waitFor(
+    async () => (last = await request(url).get(path)).status === want,
+    withinMs,
+    20,
+    () => `${path} stayed ${last?.status}: ${JSON.stringify(last?.body)}`,
+  );
+  return Date.now() - started;
 }
 
 describe('health (e2e, own nats-server)', () => {

@@ -1,3 +1,4 @@
+import { busyFor } from './support/wait';
 import { Agent, get } from 'node:http';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
@@ -35,8 +36,7 @@ describe('HTTP keep-alive outlasts a busy client (e2e, built service process)', 
     try {
       expect(await status()).toEqual({ code: 200, keepAlive: 'timeout=65' });
       await new Promise((r) => setImmediate(r)); // the socket is back in the agent's pool
-      const busyUntil = Date.now() + 6000;
-      while (Date.now() < busyUntil); // as a client handling a burst is: no I/O read
+      busyFor(6000); // as a client handling a burst is: no I/O read
       expect((await status()).code).toBe(200);
     } finally {
       agent.destroy();

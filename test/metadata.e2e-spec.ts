@@ -1,3 +1,4 @@
+import { waitFor } from './support/wait';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { ClientProxyFactory, Transport, type ClientProxy } from '@nestjs/microservices';
 import { firstValueFrom, timeout } from 'rxjs';
@@ -201,10 +202,4 @@ describe.each(['memory', 'jetstream'])('metadata over NATS (e2e, %s store)', (st
   });
 });
 
-async function waitUntil(cond: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const waitUntil = (cond: () => Promise<boolean>) => waitFor(cond, 5000, 5);

@@ -84,17 +84,22 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
    * restart JetStream takes seconds to accept writes again, and until then the roster
    * rightly calls nobody gone.
    */
+  const roster = async () =>
+    (await (await fetch(`${b.url}/admin/instances`)).json()) as {
+      roster_healthy: boolean;
+      instances: { id: string; alive: boolean }[];
+    };
   const rosterSettled = async () => {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const r = (await (await fetch(`${b.url}/admin/instances`)).json()) as {
-        roster_healthy: boolean;
-        instances: { id: string; alive: boolean }[];
-      };
-      if (r.roster_healthy && r.instances.filter((i) => i.alive).length === 2) return;
-      if (Date.now() > deadline) throw new Error(`roster did not settle: ${JSON.stringify(r)}`);
-      await new Promise((res) => setTimeout(res, 200));
-    }
+    let r: Awaited<ReturnType<typeof roster>> | undefined;
+    await waitFor(
+      async () => {
+        r = await roster();
+        return r.roster_healthy && r.instances.filter((i) => i.alive).length === 2;
+      },
+      30_000,
+      200,
+      () => `roster did not settle: ${JSON.stringify(r)}`,
+    );
   };
 
   beforeAll(async () => {
@@ -203,7 +208,8 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
         );
       }
     })();
-    await new Promise((r) => setTimeout(r, 300));
+    // Traffic under way (an encode and a send answered) when the node dies.
+    await waitFor(() => ledger.entries.length >= 2, 30_000);
     const killed = readFileSync(join(dir, 'node-1.pid'), 'utf8').trim();
     ledger.markFault();
     cluster('kill-node', dir, '1');
@@ -276,7 +282,12 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
         embedding_port: rx.port,
         timeout_ms: 20_000,
       });
-      await new Promise((r) => setTimeout(r, 300));
+      // B's send is waiting for the metadata when A encodes.
+      await waitFor(
+        async () =>
+          ((await (await fetch(`${b.url}/admin/registry`)).json()) as { waiters: number }).waiters >
+          0,
+      );
       expect((await encodeOn(a, 'early')).status).toBe(200);
       const answer = await sending;
       // Lost once in a full run (20 s of silence, then 504), never alone: the services'
@@ -300,7 +311,12 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     expect((await encodeOn(a, 'hung')).status).toBe(200);
     a.proc.kill('SIGSTOP');
     try {
-      await new Promise((r) => setTimeout(r, 3 * 500 + 500)); // three heartbeats and a margin
+      // Three missed heartbeats: B's roster calls A gone.
+      await waitFor(
+        async () => !(await roster()).instances.some((i) => i.id === 'inst-a' && i.alive),
+        10_000,
+        100,
+      );
       const res = await sendOnB('hung');
       expect(res.ms).toBeLessThan(5000);
       expect(res).toMatchObject({ status: 503, body: { type: 'owner_gone', req_id: 'hung' } });

@@ -1,3 +1,4 @@
+import { pause } from './support/wait';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -58,17 +59,18 @@ describe('nats-server killed and restarted mid-traffic (e2e)', () => {
       } catch (err) {
         const timedOut = /timeout/i.test((err as Error).message);
         counts[timedOut ? 'never_answered' : 'client_failed']++;
-        await new Promise((r) => setTimeout(r, 50));
+        await pause(50, 'a client backs off after a failed call');
       }
     };
     const workers = Array.from({ length: INFLIGHT }, async () => {
       while (!stop) await one();
     });
-    await new Promise((r) => setTimeout(r, 1500));
+    // Load under way before the fault.
+    await waitFor(() => counts.answered_ok >= INFLIGHT * 5, 30_000);
     const before = { ...counts };
     const killedAt = Date.now();
     await nats.kill();
-    await new Promise((r) => setTimeout(r, 1000));
+    await pause(1000, 'NATS is down for a second');
     await nats.restart();
     // The service's own reconnection: ready again, and our calls answered again.
     expect(

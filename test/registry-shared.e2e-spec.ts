@@ -1,10 +1,11 @@
+import { pause } from './support/wait';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fc from 'fast-check';
 import { TimeoutError } from 'rxjs';
 import { MMError } from '../src/common/errors/mm-error';
 import { NatsServer } from './support/nats-server';
 import { freshBucket, kvRegistry, type KvRegistry } from './support/kv-registry';
-import { META, sleep } from './support/registry-contract';
+import { META } from './support/registry-contract';
 import { encodeBody, waitFor } from './support/calls';
 import { sharedNatsUrl, startTestApp, uniquePrefix } from './support/app';
 import { MAIN, startServiceProcess } from './support/service-process';
@@ -35,7 +36,7 @@ describe('shared metadata across registries (e2e, JetStream KV)', () => {
 
   it('a waiter on B wakes when A publishes; a publish on A answers a later wait on B at once', async () => {
     const waiting = b.registry.wait('x', { timeoutMs: 3000 });
-    await sleep(50);
+    await waitFor(async () => (await b.registry.stats()).waiters === 1);
     await a.registry.publish('x', META, 0, { instance: 'A' });
     await expect(waiting).resolves.toMatchObject({
       reqId: 'x',
@@ -73,7 +74,7 @@ describe('shared metadata across registries (e2e, JetStream KV)', () => {
     const waits = Array.from({ length: 1000 }, (_, i) =>
       b.registry.wait(`id-${i % 500}`, { timeoutMs: 10_000 }),
     );
-    await sleep(50);
+    await waitFor(async () => (await b.registry.stats()).waiters === 1000);
     expect(await b.registry.stats()).toMatchObject({ waiters: 1000, waitedReqIds: 500 });
     for (let i = 0; i < 250; i++) await a.registry.publish(`id-${i}`, META);
     expect(await waitFor(async () => (await b.registry.stats()).waiters === 500, 5000)).toBe(true);
@@ -474,7 +475,7 @@ describe('registry property across two processes (e2e, JetStream KV)', () => {
             );
           for (const c of cmds) {
             if (c.t === 'pause') {
-              await sleep(c.ms);
+              await pause(c.ms, 'a pause the generated schedule asks for');
             } else if (c.t === 'publish') {
               const n = ++len;
               const meta = c.error

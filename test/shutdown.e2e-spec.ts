@@ -1,3 +1,4 @@
+import { pause } from './support/wait';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,18 +41,18 @@ describe('the built service process (e2e)', () => {
     const url = `http://127.0.0.1:${port}`;
     const nc = await connect({ servers: sharedNatsUrl() });
     try {
-      const ready = Date.now() + 20_000;
-      for (;;) {
-        const status = await request(url)
-          .get('/health')
-          .then(
-            (r) => r.status,
-            () => 0,
-          );
-        if (status === 200) break;
-        if (Date.now() > ready) throw new Error(`service did not become ready:\n${output}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitFor(
+        () =>
+          request(url)
+            .get('/health')
+            .then(
+              (r) => r.status === 200,
+              () => false,
+            ),
+        20_000,
+        100,
+        () => `service did not become ready:\n${output}`,
+      );
 
       const ledger = new CallLedger();
       const waits = ['s1', 's2', 's3'].map((id) =>
@@ -63,11 +64,7 @@ describe('the built service process (e2e)', () => {
           ).json<Reply>(),
         ),
       );
-      for (;;) {
-        const res = await request(url).get('/admin/registry');
-        if (res.body.waiters === 3) break;
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await waitFor(async () => (await request(url).get('/admin/registry')).body.waiters === 3);
 
       const started = Date.now();
       ledger.markFault();
@@ -132,8 +129,10 @@ describe('signals and NATS down at start (e2e, built service)', () => {
       expect(
         await waitFor(() => readdirSync(dir).some((f) => f.endsWith('.heapsnapshot')), 20_000),
       ).toBe(true);
-      // Longer than the shutdown grace (4 s): a shutdown it had started would be over.
-      await new Promise((r) => setTimeout(r, 5000));
+      await pause(
+        5000,
+        'longer than the shutdown grace: a shutdown the signal began would be over',
+      );
       expect(svc.proc.exitCode).toBeNull();
       expect(svc.proc.signalCode).toBeNull();
       expect((await fetch(`${svc.url}/health/ready`)).status).toBe(200);

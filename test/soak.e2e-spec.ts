@@ -112,7 +112,7 @@ describe(`soak: ${ENCODES} encodes and ${WAITS} waits (e2e, built service)`, () 
     // Warm-up: a tenth of the work, then the baseline.
     expect(await run(Math.ceil(ENCODES / 10), encodeAndRelease('warm'))).toEqual([]);
     expect(await run(Math.ceil(WAITS / 10), waitOne('warmw'))).toEqual([]);
-    await new Promise((r) => setTimeout(r, TTL_MS * 2));
+    await waitFor(() => drained(svc.url), TTL_MS * 4, 200);
     const base = { heap: await heapUsed(), rss: svc.rss() };
 
     const started = Date.now();
@@ -123,7 +123,6 @@ describe(`soak: ${ENCODES} encodes and ${WAITS} waits (e2e, built service)`, () 
     expect(waitErrors).toEqual([]);
 
     const drainedAfterTtl = await waitFor(() => drained(svc.url), TTL_MS * 4, 200);
-    await new Promise((r) => setTimeout(r, TTL_MS));
     const after = { heap: await heapUsed(), rss: svc.rss() };
     const report = {
       encodes: ENCODES,

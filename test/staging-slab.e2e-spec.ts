@@ -1,3 +1,4 @@
+import { expectOk } from './support/wait';
 import { createHash, randomBytes } from 'node:crypto';
 import { connect as tcpConnect, createServer, type Server, type Socket } from 'node:net';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -109,7 +110,7 @@ describe('staging slab: a slot outlives its request while a write still reads it
       slots: 1,
     });
     // The same photos again: no room left, so an ordinary buffer, with the same values.
-    expect((await encode('no-room', photos)).response).toBeDefined();
+    expectOk(await encode('no-room', photos));
     expect((await slab()).slots).toBe(1);
     for (const reqId of ['in-slab', 'no-room'])
       expect(
@@ -130,8 +131,8 @@ describe('staging slab: a slot outlives its request while a write still reads it
         Promise.all([0, 1, 2, 3].map(() => noisy(1024, 768))),
         Promise.all([0, 1, 2, 3].map(() => noisy(1024, 768))),
       ]);
-      expect((await encode('a', a)).response).toBeDefined(); // the slab's one slot
-      expect((await encode('b', [await noisy(448, 448)])).response).toBeDefined(); // no room
+      expectOk(await encode('a', a)); // the slab's one slot
+      expectOk(await encode('b', [await noisy(448, 448)])); // no room
       // A's true values, from a receiver that reads at once.
       await call('send', { req_id: 'a', prefill_host: '127.0.0.1', embedding_port: rx.port });
       const truth = frames.find((f) => f.reqId === 'a')!.sha;
@@ -154,7 +155,15 @@ describe('staging slab: a slot outlives its request while a write still reads it
         prefill_host: '127.0.0.1',
         embedding_port: proxy.port,
       });
-      await new Promise((r) => setTimeout(r, 200)); // both frames queued on the one connection
+      // Both frames queued on the one connection: B's delivery has started.
+      await waitFor(
+        async () =>
+          (
+            (await request(t.httpUrl).get('/admin/requests/b')).body as {
+              destinations?: { status: string }[];
+            }
+          ).destinations?.some((d) => d.status === 'sending') === true,
+      );
       http.abort(); // A's caller goes away: its send is answered, the connection stays for B
       expect(await sendA).toBe('gone');
       // Released while its abandoned send winds down: deferred until that send ends.
@@ -171,11 +180,11 @@ describe('staging slab: a slot outlives its request while a write still reads it
 
       // A is released, yet its slot is still being written from: it is not handed out.
       expect(await slab()).toMatchObject({ usedBytes: FOUR_PHOTOS_BYTES, slots: 1 });
-      expect((await encode('c', c)).response).toBeDefined(); // stages elsewhere
+      expectOk(await encode('c', c)); // stages elsewhere
       expect(await slab()).toMatchObject({ usedBytes: FOUR_PHOTOS_BYTES, slots: 1 });
 
       proxy.open(); // the receiver reads: A's frame, then B's
-      expect((await sendB).response).toBeDefined();
+      expectOk(await sendB);
       const viaProxy = frames.filter((f) => f.reqId === 'a');
       expect(viaProxy).toHaveLength(2); // the direct send, and the abandoned one
       expect(viaProxy[1]!.sha).toBe(truth);

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 import { sharedNatsUrl, startTestApp, uniquePrefix } from './support/app';
 import { waitFor } from './support/calls';
+import { pause } from './support/wait';
 import { freePort } from './support/nats-server';
 import { childPids, exited, MAIN } from './support/service-process';
 
@@ -16,7 +17,7 @@ import { childPids, exited, MAIN } from './support/service-process';
 it('closing the app at any moment after start never aborts the process', async () => {
   for (let i = 0; i < 8; i++) {
     const t = await startTestApp();
-    await new Promise((r) => setTimeout(r, (i * 41) % 250));
+    await pause((i * 41) % 250, 'the close lands at a different moment of start-up each time');
     await t.close();
   }
 });

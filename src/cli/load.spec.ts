@@ -1,3 +1,4 @@
+import { pause } from '../../test/support/wait';
 import { MMError } from '../common/errors/mm-error';
 import { formatReport, runLoad } from './load';
 
@@ -7,7 +8,7 @@ describe('epd load', () => {
     let n = 0;
     const client = {
       encode: async (body: { req_id: string }) => {
-        await new Promise((r) => setTimeout(r, 2));
+        await pause(2, 'an encode takes a moment');
         if (++n % 4 === 0)
           throw new MMError('encoder is at capacity', 503, body.req_id, 'at_capacity');
         return { req_id: body.req_id } as never;

@@ -12,7 +12,9 @@ export class DeliveryMetrics extends OwnedMetrics {
     const stats = delivery.sendStats;
     this.ownTotals('epd_encoder_sends_total', () => ({ acked: stats.acked, failed: stats.failed }));
     this.ownTotals('epd_encoder_sent_bytes_total', () => ({ bytes: stats.bytes }));
+    this.ownTotals('epd_encoder_send_callers_gone_total', () => ({ callers: stats.callersGone }));
     this.gauge('epd_encoder_transfer_connections', () => transport.openConnections);
+    this.gauge('epd_encoder_send_callers', () => stats.callersWaiting);
     const histogram = this.histogram('epd_encoder_send_seconds');
     const backend = { backend: config.transfer.backend };
     histogram.zero(backend);

@@ -1,3 +1,4 @@
+import { pause } from '../../test/support/wait';
 import { ProcessRole } from '../config/process-role';
 import { DestinationPolicy } from './destination-policy';
 import fc from 'fast-check';
@@ -32,7 +33,7 @@ class FakeTransport extends EmbeddingTransport {
   generationOf: (reqId: string) => number = () => 0;
 
   async send(endpoint: Endpoint, header: FrameHeader, payload: Uint8Array): Promise<Ack> {
-    await new Promise((r) => setTimeout(r, 5));
+    await pause(5, 'a network round trip');
     if (this.failing.has(endpoint.port)) throw new Error('receiver refused');
     this.delivered.push({
       reqId: header.req_id,

@@ -70,7 +70,11 @@ export class DeliveryService {
   private readonly flights = new WeakMap<Destination, Flight>();
   private observer?: SendObserver;
   /** Deliveries by outcome, and the bytes of the acked ones (epd_encoder_sends_total…). */
-  readonly sendStats = { acked: 0, failed: 0, bytes: 0 };
+  /**
+   * `callersWaiting`: HTTP callers attached to a delivery now; `callersGone`: those that
+   * disconnected before it ended.
+   */
+  readonly sendStats = { acked: 0, failed: 0, bytes: 0, callersWaiting: 0, callersGone: 0 };
 
   constructor(
     private readonly config: AppConfig,
@@ -255,16 +259,28 @@ export class DeliveryService {
       flight.pinned = true;
       return flight.done;
     }
-    if (signal.aborted) return Promise.reject(Errors.callerGone(state.reqId));
+    const stats = this.sendStats;
+    if (signal.aborted) {
+      stats.callersGone++;
+      return Promise.reject(Errors.callerGone(state.reqId));
+    }
     flight.callers++;
+    stats.callersWaiting++;
     return new Promise<void>((resolve, reject) => {
       const leave = () => {
+        stats.callersGone++;
+        stats.callersWaiting--;
         flight.callers--;
         if (flight.callers === 0 && !flight.pinned) flight.controller.abort();
         reject(Errors.callerGone(state.reqId));
       };
       signal.addEventListener('abort', leave, { once: true });
-      flight.done.finally(() => signal.removeEventListener('abort', leave)).then(resolve, reject);
+      flight.done
+        .finally(() => {
+          if (!signal.aborted) stats.callersWaiting--;
+          signal.removeEventListener('abort', leave);
+        })
+        .then(resolve, reject);
     });
   }
 

@@ -51,6 +51,8 @@ export interface RegistryStats {
   maxEntries: number;
   maxWaiters: number;
   counters: RegistryCounters;
+  /** The restart ledger (memory store, EPD_RESTART_LEDGER not `off`). */
+  restartLedger?: RestartLedger['stats'];
 }
 
 /** How often the restart ledger is rewritten after a change. */
@@ -375,6 +377,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
         store.oldestPublishedAt === undefined ? null : this.clock.now() - store.oldestPublishedAt,
       maxEntries: this.config.registry.maxEntries,
       maxWaiters: this.config.registry.maxWaiters,
+      ...(this.ledger ? { restartLedger: this.ledger.stats } : {}),
       counters: {
         ...this.counters,
         // Every admitted wait ends in exactly one way; what is neither pending nor

@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { waitFor } from '../../test/support/wait';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BOOT_ID } from '../common/boot-id';
@@ -55,10 +56,10 @@ describe('RestartLedger', () => {
     );
     held = [['r1', 99]];
     ledger.changed();
-    for (let i = 0; i < 1000 && ledgerFile(path)?.entries.length !== 1; i++) {
-      await new Promise((r) => setTimeout(r, 5));
+    await waitFor(async () => {
       await ledger.idle();
-    }
+      return ledgerFile(path)?.entries.length === 1;
+    });
     expect(ledgerFile(path)).toMatchObject({
       boot: 'boot-3',
       entries: [['r1', 99]],
@@ -113,14 +114,12 @@ describe('MetaRegistry ledger, with metadata others published', () => {
   const dir = mkdtempSync(join(tmpdir(), 'epd-ledger-foreign-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const meta = { embedding_size: 4, embedding_len: 1, embedding_dim: 1 };
-  const settle = () => new Promise((r) => setTimeout(r, 450)); // > the 200 ms interval
   /**
-   * The file's entries once `done(entries)` holds, or after 5 s: they are written on
-   * libuv's threads, which a loaded machine delays past any fixed wait.
+   * The file's entries once `done(entries)` holds: they are written on libuv's threads,
+   * which a loaded machine delays past any fixed wait.
    */
   const entriesOnce = async (path: string, done: (entries: unknown[]) => boolean) => {
-    for (let i = 0; i < 500 && !done(ledgerFile(path)?.entries ?? []); i++)
-      await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => done(ledgerFile(path)?.entries ?? []));
     return ledgerFile(path)?.entries;
   };
 
@@ -135,12 +134,18 @@ describe('MetaRegistry ledger, with metadata others published', () => {
     registry.onModuleInit();
     await registry.publish('mine', meta, 0, { instance: 'me', boot: BOOT_ID });
     expect(await entriesOnce(path, (e) => e.length === 1)).toEqual([['mine', expect.any(Number)]]);
-    await settle(); // no write in flight: its time is the one to compare with
-    const written = statSync(path).mtimeMs;
+    // Written, and nothing more to write: the count to compare with.
+    const ledger = async () => (await registry.stats()).restartLedger!;
+    await waitFor(async () => {
+      const l = await ledger();
+      return !l.pending_write && !l.writing;
+    });
+    const { writes } = await ledger();
     for (let i = 0; i < 2000; i++) await registry.publish(`theirs-${i}`, meta);
     await registry.publish('peer', meta, 0, { instance: 'someone-else', boot: 'b' });
-    await settle();
-    expect(statSync(path).mtimeMs).toBe(written);
+    // A change marks the ledger at once, and each write is counted as it begins: not
+    // marked and not written means not one of these publishes counted as a change.
+    expect(await ledger()).toMatchObject({ writes, pending_write: false });
     // Ours going away is a change: released (discarded), then written again.
     await registry.discard('mine');
     expect(await entriesOnce(path, (e) => e.length === 0)).toEqual([]);

@@ -30,6 +30,8 @@ interface LedgerFile {
  */
 export class RestartLedger {
   private dirty = false;
+  /** Rewrites begun since start (each one follows a change). */
+  private writes = 0;
   private timer?: NodeJS.Timeout;
   /** The write in flight on libuv's threads, if any. */
   private writing?: Promise<void>;
@@ -75,6 +77,7 @@ export class RestartLedger {
     this.timer = setInterval(() => {
       if (!this.dirty || this.writing) return;
       this.dirty = false;
+      this.writes++;
       const text = this.contents(entries());
       const tmp = `${this.path}.${process.pid}.tmp`;
       this.writing = writeFile(tmp, text, { mode: 0o600 })
@@ -95,6 +98,16 @@ export class RestartLedger {
         });
     }, this.intervalMs);
     this.timer.unref();
+  }
+
+  /** For GET /admin/registry: rewrites so far, and whether a change waits to be written. */
+  get stats(): { path: string; writes: number; pending_write: boolean; writing: boolean } {
+    return {
+      path: this.path,
+      writes: this.writes,
+      pending_write: this.dirty,
+      writing: this.writing !== undefined,
+    };
   }
 
   /** Settles when no write is in flight (for tests, and a stop that may wait). */

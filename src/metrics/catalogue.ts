@@ -233,6 +233,18 @@ export const METRICS = spec({
     labels: [],
     sglang: 'none',
   },
+  epd_encoder_send_callers_gone_total: {
+    type: 'counter',
+    help: 'HTTP /send callers that disconnected while their delivery was under way (answered 499 caller_gone; the delivery goes on while another caller waits for it)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_send_callers: {
+    type: 'gauge',
+    help: 'HTTP /send callers waiting on a delivery now (a caller that disconnects leaves it; the delivery goes on while another caller waits for it)',
+    labels: [],
+    sglang: 'none',
+  },
   epd_encoder_transfer_connections: {
     type: 'gauge',
     help: 'Data-plane connections (TCP) or sockets (ZMQ) open to receivers',

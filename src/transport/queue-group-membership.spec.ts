@@ -13,6 +13,7 @@ function fakeSub(log: string[], name: string): Subscription {
 }
 
 describe('QueueGroupMembership', () => {
+  afterEach(() => jest.useRealTimers());
   let now = 0;
   const clock = () => now;
 
@@ -46,7 +47,8 @@ describe('QueueGroupMembership', () => {
     m.rejoin();
   });
 
-  it('rejoins by itself after maxOutMs, and never once closed', async () => {
+  it('rejoins by itself after maxOutMs, and never once closed', () => {
+    jest.useFakeTimers();
     const log: string[] = [];
     const m = new QueueGroupMembership(5);
     m.add(() => {
@@ -54,12 +56,14 @@ describe('QueueGroupMembership', () => {
       return fakeSub(log, 's');
     });
     m.leave();
-    await new Promise((r) => setTimeout(r, 30));
+    jest.advanceTimersByTime(4);
+    expect(m.out).toBe(true);
+    jest.advanceTimersByTime(1);
     expect(m.out).toBe(false);
     expect(log).toEqual(['subscribe', 'drain s', 'subscribe']);
     m.leave();
     m.close();
-    await new Promise((r) => setTimeout(r, 30));
+    jest.advanceTimersByTime(30);
     m.rejoin();
     expect(log).toEqual(['subscribe', 'drain s', 'subscribe', 'drain s']); // no resubscribe
     m.leave(); // closed: stays as it is

@@ -45,24 +45,4 @@ export const encodeBody = (reqId: string, items: unknown[], modality = 'image') 
   part_idx: 0,
 });
 
-/**
- * Polls `condition` until it holds, and resolves `true`; after `timeoutMs` it throws, naming
- * the condition (its source) and `what` if given, so a wait that never ends fails the test
- * where it waited instead of being discarded.
- */
-export async function waitFor(
-  condition: () => boolean | Promise<boolean>,
-  timeoutMs = 5000,
-  intervalMs = 10,
-  what?: () => string,
-): Promise<true> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await condition()) return true;
-    if (Date.now() >= deadline)
-      throw new Error(
-        `waited ${timeoutMs} ms for ${condition.toString()}${what ? `\n${what()}` : ''}`,
-      );
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
+export { waitFor } from './wait';

@@ -1,3 +1,4 @@
+import { waitFor } from './wait';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
@@ -86,14 +87,22 @@ export class NatsServer {
       this.stderr = (this.stderr + b.toString()).slice(-4000);
     });
     this.proc = proc;
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline) {
-      if (proc.exitCode !== null) break;
-      if (await canConnect(this.port)) return;
-      await new Promise((r) => setTimeout(r, 50));
+    try {
+      await waitFor(
+        async () => {
+          if (proc.exitCode !== null) throw new Error(`exited (${proc.exitCode})`);
+          return canConnect(this.port);
+        },
+        10_000,
+        50,
+      );
+    } catch (err) {
+      proc.kill('SIGKILL');
+      throw new Error(
+        `nats-server did not start on ${this.port} (${(err as Error).message}): ${this.stderr}`,
+        { cause: err },
+      );
     }
-    proc.kill('SIGKILL');
-    throw new Error(`nats-server did not start on ${this.port}: ${this.stderr}`);
   }
 
   async stop(): Promise<void> {

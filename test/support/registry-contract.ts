@@ -1,7 +1,7 @@
 import { TimeoutError, type Subscription } from 'rxjs';
 import { MMError } from '../../src/common/errors/mm-error';
 import type { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
-import { waitFor } from './calls';
+import { pause, waitFor } from './wait';
 
 /**
  * The registry's behaviour, one suite for every store (memory in the unit project,
@@ -18,7 +18,6 @@ export interface RegistryHarness {
 export type MakeRegistry = (env: Record<string, string>) => Promise<RegistryHarness>;
 
 export const META = { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 };
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function registryContract(make: MakeRegistry): void {
   let h: RegistryHarness;
@@ -27,13 +26,15 @@ export function registryContract(make: MakeRegistry): void {
     h = await make({ EPD_REQ_TIMEOUT_MS: '1000', EPD_SEND_TIMEOUT_MS: '5000', ...env });
     registry = h.registry;
   };
+  /** Until `n` waits are registered (a wait registers on subscription, after its caller's turn). */
+  const waiters = (n: number) => waitFor(async () => (await registry.stats()).waiters === n);
 
   beforeEach(() => open());
   afterEach(() => h.close());
 
   it('wakes a waiter that started before the publish', async () => {
     const p = registry.wait('a');
-    await sleep(20);
+    await waiters(1);
     expect((await registry.stats()).waiters).toBe(1);
     await registry.publish('a', META, 0);
     await expect(p).resolves.toMatchObject({ reqId: 'a', metadata: META, partIdx: 0 });
@@ -56,7 +57,7 @@ export function registryContract(make: MakeRegistry): void {
   it('times out at the deadline, not before, with an RxJS TimeoutError and leaves nothing behind', async () => {
     const started = Date.now();
     const outcome = registry.wait('never', { timeoutMs: 250 }).catch((e: unknown) => e);
-    await sleep(100);
+    await waiters(1);
     expect((await registry.stats()).waiters).toBe(1);
     expect(await outcome).toBeInstanceOf(TimeoutError);
     expect(Date.now() - started).toBeGreaterThanOrEqual(245);
@@ -75,7 +76,7 @@ export function registryContract(make: MakeRegistry): void {
 
   it('answers waiters of an {error} entry with a 500 carrying the published text', async () => {
     const p = registry.wait('bad').catch((e: unknown) => e);
-    await sleep(20);
+    await waiters(1);
     await registry.publish('bad', { error: 'decode failed: truncated PNG' });
     const err = await p;
     expect(err).toBeInstanceOf(MMError);
@@ -87,7 +88,7 @@ export function registryContract(make: MakeRegistry): void {
     const ac = new AbortController();
     const cancelled = registry.wait('a', { signal: ac.signal }).catch((e: unknown) => e);
     const kept = registry.wait('a');
-    await sleep(20);
+    await waiters(2);
     ac.abort();
     expect(await cancelled).toMatchObject({ code: 499, message: 'metadata wait cancelled' });
     expect((await registry.stats()).waiters).toBe(1);
@@ -98,7 +99,7 @@ export function registryContract(make: MakeRegistry): void {
 
   it('unsubscribing a wait$ frees its slot', async () => {
     const sub: Subscription = registry.wait$('a').subscribe({ error: () => undefined });
-    await sleep(20);
+    await waiters(1);
     expect(await registry.stats()).toMatchObject({ waiters: 1, waitedReqIds: 1 });
     sub.unsubscribe();
     expect(await registry.stats()).toMatchObject({ waiters: 0, waitedReqIds: 0 });
@@ -110,7 +111,7 @@ export function registryContract(make: MakeRegistry): void {
       registry.wait(`other-${i}`, { timeoutMs: 400 }).catch(() => 'timeout'),
     );
     const mine = registry.wait('mine');
-    await sleep(20);
+    await waiters(101);
     await registry.publish('mine', META);
     await expect(mine).resolves.toMatchObject({ reqId: 'mine' });
     expect((await registry.stats()).waiters).toBe(100);
@@ -131,7 +132,7 @@ export function registryContract(make: MakeRegistry): void {
     await open({ EPD_SEND_TIMEOUT_MS: '1500' });
     await registry.publish('old', META);
     await registry.publish('young', META);
-    await sleep(1000);
+    await pause(1000, 'young is published again a second later, renewing its TTL');
     await registry.publish('young', META); // renewed: 1.5 s from now
     expect(await waitFor(async () => !(await registry.has('old')), 3000)).toBe(true);
     expect(await registry.has('young')).toBe(true);
@@ -143,7 +144,7 @@ export function registryContract(make: MakeRegistry): void {
     await open({ EPD_REGISTRY_MAX_WAITERS: '2', EPD_REGISTRY_MAX_ENTRIES: '2' });
     const a = registry.wait('a').catch(() => undefined);
     const b = registry.wait('b').catch(() => undefined);
-    await sleep(20);
+    await waiters(2);
     await expect(registry.wait('c')).rejects.toMatchObject({ code: 503 });
     await registry.publish('a', META);
     await registry.publish('b', META);
@@ -157,7 +158,7 @@ export function registryContract(make: MakeRegistry): void {
   it('close() answers pending waits with 503 "encoder shutting down" and refuses new ones', async () => {
     const p = registry.wait('a').catch((e: unknown) => e);
     const q = registry.wait('b').catch((e: unknown) => e);
-    await sleep(20);
+    await waiters(2);
     registry.close();
     for (const err of [await p, await q]) {
       expect(err).toMatchObject({ code: 503, message: 'encoder shutting down' });

@@ -1,3 +1,4 @@
+import { waitFor } from './wait';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -52,18 +53,23 @@ export async function startServiceProcess(
   proc.stdout?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-200_000)));
   proc.stderr?.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-200_000)));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const ok = await fetch(`${url}${readyPath}`).then(
-      (r) => r.status === 200,
-      () => false,
+  try {
+    await waitFor(
+      async () => {
+        if (proc.exitCode !== null) throw new Error(`service exited (${proc.exitCode})`);
+        return fetch(`${url}${readyPath}`).then(
+          (r) => r.status === 200,
+          () => false,
+        );
+      },
+      30_000,
+      100,
     );
-    if (ok) break;
-    if (Date.now() > deadline || proc.exitCode !== null) {
-      proc.kill('SIGKILL');
-      throw new Error(`service did not become ready:\n${out}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
+  } catch (err) {
+    proc.kill('SIGKILL');
+    throw new Error(`service did not become ready (${(err as Error).message}):\n${out}`, {
+      cause: err,
+    });
   }
   const pid = proc.pid!;
   return {

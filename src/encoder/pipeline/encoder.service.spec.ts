@@ -1,3 +1,4 @@
+import { waitFor } from '../../../test/support/wait';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,15 +91,9 @@ const preprocessed = (): PreprocessResult => ({
   ms: 1,
 });
 
-const tick = () => new Promise((r) => setImmediate(r));
-async function until(cond: () => boolean): Promise<void> {
-  for (let i = 0; i < 1000 && !cond(); i++) await tick();
-  // File reads (the cache hashes the model file once) complete in libuv's thread pool,
-  // which setImmediate ticks can outrun: then wait in real time, briefly.
-  const end = Date.now() + 2000;
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
-  if (!cond()) throw new Error('condition never held');
-}
+// File reads (the cache hashes the model file once) complete in libuv's thread pool: wait in
+// real time, briefly, for what they lead to.
+const until = (cond: () => boolean) => waitFor(cond, 2000, 1);
 
 const request = (reqId: string) =>
   parseEncodeRequest({
