@@ -8,12 +8,15 @@ import { projectRoot } from '../common/fs/project-root';
 import { loadConfig } from '../config/config.loader';
 import { GENERATED_DOCS } from '../docs/generated';
 import { HTTP_API_DOC, httpApiDoc } from '../docs/http-api-doc';
+import { NATS_DOC, natsDoc } from '../docs/nats-doc';
+import { natsOperations } from '../common/openapi/nats-operation';
 
 /**
- * docs/http-api.md: the OpenAPI document of an app built from the embedded defaults and
- * never started (no listener, no NATS connection), rendered as the page.
+ * docs/http-api.md and docs/nats-reference.md: what the handlers of an app built from the
+ * embedded defaults and never started (no listener, no NATS connection) say of
+ * themselves, its OpenAPI document and its @NatsOperation handlers, rendered as pages.
  */
-async function httpApiPage(): Promise<string> {
+async function appPages(): Promise<Record<string, string>> {
   const { config } = loadConfig({});
   const app = await NestFactory.create(AppModule.withConfig(config), {
     logger: false,
@@ -21,7 +24,10 @@ async function httpApiPage(): Promise<string> {
     abortOnError: false,
   });
   try {
-    return httpApiDoc(openApiDocument(app));
+    return {
+      [HTTP_API_DOC]: httpApiDoc(openApiDocument(app)),
+      [NATS_DOC]: natsDoc(natsOperations(app)),
+    };
   } finally {
     await app.close();
   }
@@ -33,7 +39,7 @@ async function httpApiPage(): Promise<string> {
  */
 async function main(): Promise<number> {
   const check = process.argv.includes('--check');
-  const pages: Record<string, string> = { [HTTP_API_DOC]: await httpApiPage() };
+  const pages: Record<string, string> = await appPages();
   for (const [file, render] of Object.entries(GENERATED_DOCS)) pages[file] = render();
   const stale: string[] = [];
   for (const [file, text] of Object.entries(pages)) {

@@ -1,3 +1,4 @@
+import { NatsOperation } from '../common/openapi/nats-operation';
 import { Body, Controller, Get, HttpCode, Param, Post, Req, Res, UseGuards } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
 import { ApiBearerAuth, ApiBody, ApiTags } from '@nestjs/swagger';
@@ -14,6 +15,7 @@ import {
   registerRequestSchema,
   sendReplySchema,
   sendRequestSchema,
+  sendStatusSchema,
   type RegisterRequest,
   type SendReply,
   type SendRequest,
@@ -47,6 +49,11 @@ export class DeliveryController {
 
   /** `send` and registration wait for an encode that has not started, as on one instance. */
   @MessagePattern(DpType.Send)
+  @NatsOperation({
+    what: "Deliver the staged embedding to `prefill_host:embedding_port`; answered after the receiver's ack.",
+    request: sendRequestSchema,
+    reply: sendReplySchema,
+  })
   @OwnerRouted(DpType.Send, { waitForEncode: true })
   send(
     @Payload(new ZodPipe(sendRequestSchema, 'send request')) req: SendRequest,
@@ -68,6 +75,11 @@ export class DeliveryController {
   }
 
   @MessagePattern(DpType.RegisterDestinations)
+  @NatsOperation({
+    what: "Register a receiver (SGLang's zmq_to_scheduler): the embedding is pushed to `receive_url` once staged.",
+    request: registerRequestSchema,
+    reply: '`null`',
+  })
   @OwnerRouted(DpType.RegisterDestinations, { waitForEncode: true })
   register(
     @Payload(new ZodPipe(registerRequestSchema, 'register_destinations request'))
@@ -79,6 +91,11 @@ export class DeliveryController {
 
   /** Answered at once: an unknown req_id is a 404 here, without waiting for an encode. */
   @MessagePattern(DpType.SendStatus)
+  @NatsOperation({
+    what: "A request's phase and every destination's delivery state; 404 for an unknown req_id.",
+    request: reqIdOnlySchema,
+    reply: sendStatusSchema,
+  })
   @OwnerRouted(DpType.SendStatus)
   sendStatus(
     @Payload(new ZodPipe(reqIdOnlySchema, 'send_status request')) req: ReqIdRequest,

@@ -1,97 +1,27 @@
 import { z } from 'zod';
 import { errorBodySchema } from '../common/openapi/zod-openapi';
-import {
-  registerRequestSchema,
-  sendReplySchema,
-  sendRequestSchema,
-  sendStatusSchema,
-} from '../delivery/delivery.schema';
-import { encodeRequestSchema } from '../encoder/encode-request.schema';
-import { encodeResponseSchema } from '../encoder/encode-response';
-import {
-  hasMetadataResponseSchema,
-  publishMetadataSchema,
-  reqIdOnlySchema,
-  waitMetadataResponseSchema,
-  waitMetadataSchema,
-} from '../meta-registry/meta.schema';
-import { profileRequestSchema } from '../profiling/profile.schema';
+import type { NatsOperationDoc } from '../common/openapi/nats-operation';
 import { DpType } from '../transport/subjects';
 import { fieldTable, type JsonSchema } from './schema-table';
-
-interface Operation {
-  what: string;
-  request: z.ZodType;
-  /** The reply's schema, or its literal shape in words. */
-  reply: z.ZodType | string;
-}
-
-/** Every dp_type, with the schemas its handler validates with and replies in. */
-const OPERATIONS: Record<DpType, Operation> = {
-  [DpType.Encode]: {
-    what: 'Load, preprocess and encode media; metadata is published as soon as the size is known, and the embedding is staged (and pushed to `prefill_host:embedding_port` when given).',
-    request: encodeRequestSchema,
-    reply: encodeResponseSchema,
-  },
-  [DpType.PublishMetadata]: {
-    what: 'Publish the metadata of a req_id (or `{error}`), waking every waiter.',
-    request: publishMetadataSchema,
-    reply: '`null`',
-  },
-  [DpType.WaitMetadata]: {
-    what: 'Wait until the metadata of a req_id is published; 504 `encode metadata not ready` at the deadline (`timeout_ms`, capped by EPD_REQ_TIMEOUT_MS).',
-    request: waitMetadataSchema,
-    reply: waitMetadataResponseSchema,
-  },
-  [DpType.HasMetadata]: {
-    what: 'Whether metadata is published for a req_id, without waiting.',
-    request: reqIdOnlySchema,
-    reply: hasMetadataResponseSchema,
-  },
-  [DpType.RegisterDestinations]: {
-    what: "Register a receiver (SGLang's zmq_to_scheduler): the embedding is pushed to `receive_url` once staged.",
-    request: registerRequestSchema,
-    reply: '`null`',
-  },
-  [DpType.Send]: {
-    what: "Deliver the staged embedding to `prefill_host:embedding_port`; answered after the receiver's ack.",
-    request: sendRequestSchema,
-    reply: sendReplySchema,
-  },
-  [DpType.SendStatus]: {
-    what: "A request's phase and every destination's delivery state; 404 for an unknown req_id.",
-    request: reqIdOnlySchema,
-    reply: sendStatusSchema,
-  },
-  [DpType.Release]: {
-    what: 'Free the staged embedding and its metadata (idempotent; deferred while an encode or send runs; a tombstone for an unknown req_id).',
-    request: reqIdOnlySchema,
-    reply: '`null`',
-  },
-  [DpType.HealthEncode]: {
-    what: 'Run a tiny real encode (or report a recent batch while busy).',
-    request: z.object({}),
-    reply: '`{ok: true, latency_ms, source: "probe" | "recent-batch" | "dp", msg?}`',
-  },
-  [DpType.StartProfile]: {
-    what: 'Start the V8 CPU profiler (needs the admin token in an `Authorization` header when EPD_ADMIN_TOKEN is set).',
-    request: profileRequestSchema,
-    reply: '`{ok, msg}`',
-  },
-  [DpType.StopProfile]: {
-    what: 'Stop the profiler and write the profile (same token rule).',
-    request: z.object({}),
-    reply: '`{ok, msg, path?}`',
-  },
-};
 
 function fields(schema: z.ZodType, io: 'input' | 'output'): string {
   return fieldTable(z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as JsonSchema, io);
 }
 
-/** docs/nats-reference.md, from the handlers' own zod schemas (`npm run docs`). */
-export function natsDoc(): string {
-  const sections = Object.entries(OPERATIONS).map(([dpType, op]) => {
+export const NATS_DOC = 'docs/nats-reference.md';
+
+/**
+ * docs/nats-reference.md, from what each @MessagePattern handler says of itself
+ * (@NatsOperation: its description and zod schemas), in DpType's order. Throws naming
+ * every dp_type no handler documents.
+ */
+export function natsDoc(operations: Map<string, NatsOperationDoc>): string {
+  const missing = Object.values(DpType).filter((dp) => !operations.has(dp));
+  if (missing.length > 0) {
+    throw new Error(`no @NatsOperation handler documents: ${missing.join(', ')}`);
+  }
+  const sections = Object.values(DpType).map((dpType) => {
+    const op = operations.get(dpType)!;
     const reply = typeof op.reply === 'string' ? `${op.reply}\n` : fields(op.reply, 'output');
     return `## \`${dpType}\`
 

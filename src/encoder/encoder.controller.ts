@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { NatsOperation } from '../common/openapi/nats-operation';
 import { Body, Controller, Get, HttpCode, Post } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
@@ -31,6 +33,11 @@ export class EncoderController {
   }
 
   @MessagePattern(DpType.Encode)
+  @NatsOperation({
+    what: 'Load, preprocess and encode media; metadata is published as soon as the size is known, and the embedding is staged (and pushed to `prefill_host:embedding_port` when given).',
+    request: encodeRequestSchema,
+    reply: encodeResponseSchema,
+  })
   encode(
     @Payload() raw: object,
     @Payload(EncodeRequestPipe) req: EncodeRequest,
@@ -46,6 +53,11 @@ export class EncoderController {
   }
 
   @MessagePattern(DpType.HealthEncode)
+  @NatsOperation({
+    what: 'Run a tiny real encode (or report a recent batch while busy).',
+    request: z.object({}),
+    reply: '`{ok: true, latency_ms, source: "probe" | "recent-batch" | "dp", msg?}`',
+  })
   health(): Promise<ProbeReply> {
     return this.gateway.probe();
   }

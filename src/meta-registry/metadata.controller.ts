@@ -1,3 +1,4 @@
+import { NatsOperation } from '../common/openapi/nats-operation';
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
 import { ApiBody, ApiTags } from '@nestjs/swagger';
@@ -9,6 +10,7 @@ import { ApiReplies, openApiSchema } from '../common/openapi/zod-openapi';
 import { ZodPipe } from '../common/validation/zod.pipe';
 import { DpType } from '../transport/subjects';
 import {
+  hasMetadataResponseSchema,
   publishMetadataSchema,
   reqIdOnlySchema,
   waitMetadataResponseSchema,
@@ -27,6 +29,11 @@ export class MetadataController {
   constructor(private readonly metadata: MetadataService) {}
 
   @MessagePattern(DpType.PublishMetadata)
+  @NatsOperation({
+    what: 'Publish the metadata of a req_id (or `{error}`), waking every waiter.',
+    request: publishMetadataSchema,
+    reply: '`null`',
+  })
   publish(
     @Payload(new ZodPipe(publishMetadataSchema, 'publish_metadata request'))
     req: PublishMetadataRequest,
@@ -35,6 +42,11 @@ export class MetadataController {
   }
 
   @MessagePattern(DpType.WaitMetadata)
+  @NatsOperation({
+    what: 'Wait until the metadata of a req_id is published; 504 `encode metadata not ready` at the deadline (`timeout_ms`, capped by EPD_REQ_TIMEOUT_MS).',
+    request: waitMetadataSchema,
+    reply: waitMetadataResponseSchema,
+  })
   wait(
     @Payload(new ZodPipe(waitMetadataSchema, 'wait_metadata request')) req: WaitMetadataRequest,
     @CallTimeoutMs() timeoutMs: number,
@@ -43,6 +55,11 @@ export class MetadataController {
   }
 
   @MessagePattern(DpType.HasMetadata)
+  @NatsOperation({
+    what: 'Whether metadata is published for a req_id, without waiting.',
+    request: reqIdOnlySchema,
+    reply: hasMetadataResponseSchema,
+  })
   has(
     @Payload(new ZodPipe(reqIdOnlySchema, 'has_metadata request')) req: ReqIdRequest,
   ): Promise<{ req_id: string; present: boolean }> {

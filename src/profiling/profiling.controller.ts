@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { NatsOperation } from '../common/openapi/nats-operation';
 import { Body, Controller, Get, Header, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
 import { ApiBearerAuth, ApiBody, ApiTags } from '@nestjs/swagger';
@@ -53,6 +55,11 @@ export class ProfilingController {
   }
 
   @MessagePattern(DpType.StartProfile)
+  @NatsOperation({
+    what: 'Start the V8 CPU profiler (needs the admin token in an `Authorization` header when EPD_ADMIN_TOKEN is set).',
+    request: profileRequestSchema,
+    reply: '`{ok, msg}`',
+  })
   start(
     @Payload(new ZodPipe(profileRequestSchema, 'start_profile request')) req: ProfileRequest,
   ): Promise<ProfileReply> {
@@ -60,6 +67,11 @@ export class ProfilingController {
   }
 
   @MessagePattern(DpType.StopProfile)
+  @NatsOperation({
+    what: 'Stop the profiler and write the profile (same token rule).',
+    request: z.object({}),
+    reply: '`{ok, msg, path?}`',
+  })
   stop(): Promise<ProfileReply> {
     return this.profiler.stop();
   }

@@ -1,3 +1,4 @@
+import { NatsOperation } from '../common/openapi/nats-operation';
 import { Controller, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
@@ -20,6 +21,11 @@ export class RequestsController {
   constructor(private readonly lifecycle: RequestLifecycle) {}
 
   @MessagePattern(DpType.Release)
+  @NatsOperation({
+    what: 'Free the staged embedding and its metadata (idempotent; deferred while an encode or send runs; a tombstone for an unknown req_id).',
+    request: reqIdOnlySchema,
+    reply: '`null`',
+  })
   @OwnerRouted(DpType.Release)
   async release(
     @Payload(new ZodPipe(reqIdOnlySchema, 'release request')) req: ReqIdRequest,
