@@ -7,7 +7,7 @@ ensure_nats_server
 ensure_node_modules
 ensure_build
 log "compiling benchmarks"
-npx --no-install tsc -p tsconfig.bench.json
+compile_bench
 
 mode=()
 for arg in "$@"; do [ "$arg" = "--quick" ] && mode=(--quick); done

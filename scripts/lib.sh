@@ -87,6 +87,14 @@ ensure_build() {
   node dist/cli/generate-models.js
 }
 
+# The benchmarks and scripts, compiled by tsc into dist-bench/, with the assets nest build
+# copies into dist/ (the resampler's kernels): tsc copies none.
+compile_bench() {
+  npx --no-install tsc -p tsconfig.bench.json
+  mkdir -p dist-bench/src/encoder/preprocess
+  cp src/encoder/preprocess/*.wasm dist-bench/src/encoder/preprocess/
+}
+
 free_port() {
   node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }

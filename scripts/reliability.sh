@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 
 ensure_test_dependencies
-npx --no-install tsc -p tsconfig.bench.json
+compile_bench
 
 out="$(mktemp -d)"
 status=0
