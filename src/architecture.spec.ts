@@ -138,4 +138,14 @@ describe('architecture', () => {
     );
     expect(offending).toEqual([]);
   });
+
+  it('services read the time through Clock (a fake one in tests), never Date.now() directly', () => {
+    // The SDK and the CLI run without the service's DI; deadline.ts defaults to Date.now
+    // only for callers that pass no clock.
+    const allowed = /^src\/(cli|client)\/|^src\/common\/(clock|deadline)\.ts$/;
+    const direct = files.filter(
+      (f) => !allowed.test(f) && readFileSync(join(ROOT, f), 'utf8').includes('Date.now()'),
+    );
+    expect(direct).toEqual([]);
+  });
 });

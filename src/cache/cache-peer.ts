@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { Logger } from '@nestjs/common';
 import {
@@ -61,6 +62,7 @@ export class CachePeer {
   constructor(
     private readonly store: EmbeddingCache,
     private readonly leaseMs: number,
+    private readonly clock: Clock = new Clock(),
   ) {}
 
   get stats(): { served: number; fetched: number; unusable: number; serving: number } {
@@ -133,9 +135,9 @@ export class CachePeer {
     try {
       let entry = cached;
       if (!entry) {
-        const until = Date.now() + timeoutMs;
+        const until = this.clock.now() + timeoutMs;
         send('planned', json({ tokens: await withTimeout(flight!.planned, timeoutMs, late) }));
-        entry = await withTimeout(flight!.done, until - Date.now(), late);
+        entry = await withTimeout(flight!.done, until - this.clock.now(), late);
       } else {
         send('planned', json({ tokens: entry.tokens }));
       }
@@ -196,7 +198,7 @@ export class CachePeer {
       let silence: NodeJS.Timeout | undefined;
       const total = setTimeout(
         () => finish(Errors.deadlineExceeded(`cache fetch from ${subject}`)),
-        Math.max(1, deadline - Date.now()),
+        Math.max(1, deadline - this.clock.now()),
       );
       const sub = nc.subscribe(inbox, { callback: (err, msg) => (err ? finish(err) : onMsg(msg)) });
       const finish = (err?: Error, entry?: CacheEntry) => {
@@ -270,7 +272,7 @@ export class CachePeer {
       };
       heard();
       try {
-        nc.publish(subject, json({ key, timeout_ms: Math.max(1, deadline - Date.now()) }), {
+        nc.publish(subject, json({ key, timeout_ms: Math.max(1, deadline - this.clock.now()) }), {
           reply: inbox,
         });
       } catch (err) {

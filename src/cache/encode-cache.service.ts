@@ -92,14 +92,19 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     this.at = cacheFetchSubject(config.nats.subjectPrefix, config.instance.id, link.rank);
     if (!this.store.enabled) return;
     if (config.registry.store === 'jetstream') {
-      this.claims = new KvClaims(nats, `${config.registry.kvBucket}_claims`, {
-        replicas: config.registry.kvReplicas,
-        maxClaims: config.cache.maxClaims,
-      });
+      this.claims = new KvClaims(
+        nats,
+        `${config.registry.kvBucket}_claims`,
+        {
+          replicas: config.registry.kvReplicas,
+          maxClaims: config.cache.maxClaims,
+        },
+        clock,
+      );
     } else if (link.channel) {
       this.claims = new ParentClaims(link.channel);
     }
-    if (this.claims) this.peer = new CachePeer(this.store, config.cache.leaseMs);
+    if (this.claims) this.peer = new CachePeer(this.store, config.cache.leaseMs, clock);
   }
 
   get enabled(): boolean {

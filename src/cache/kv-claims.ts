@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { Logger } from '@nestjs/common';
 import {
   JetStreamApiCodes,
@@ -61,6 +62,7 @@ export class KvClaims extends CacheClaims {
     private readonly nats: NatsConnectionService,
     readonly bucketName: string,
     private readonly opts: { replicas: number; maxClaims: number },
+    private readonly clock: Clock = new Clock(),
   ) {
     super();
   }
@@ -78,7 +80,7 @@ export class KvClaims extends CacheClaims {
         const held = await this.call(kv.get(keyOf(key)));
         const current = held?.operation === 'PUT' ? decode(held.value) : undefined;
         if (!held || !current) continue; // released meanwhile, or not one of ours: create again
-        if (!isDead(current, held.revision, Date.now(), unusable)) {
+        if (!isDead(current, held.revision, this.clock.now(), unusable)) {
           return { mine: false, revision: held.revision, record: current };
         }
         try {
@@ -175,7 +177,7 @@ export class KvClaims extends CacheClaims {
 
   /** At most one warning a minute: a NATS outage must not flood the log. */
   private warn(reason: string, key: string): void {
-    const now = Date.now();
+    const now = this.clock.now();
     if (now - this.lastWarnAt < 60_000) return;
     this.lastWarnAt = now;
     this.logger.warn(

@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -45,6 +46,7 @@ describe('MediaLoader', () => {
         EPD_MEDIA_ALLOW_PRIVATE_NETWORKS: 'true',
         ...env,
       }).config,
+      new Clock(),
     );
   const failure = (p: Promise<unknown>) =>
     p.then(

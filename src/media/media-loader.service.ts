@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { createHash } from 'node:crypto';
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { realpath, stat, open } from 'node:fs/promises';
@@ -35,7 +36,10 @@ const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
  */
 @Injectable()
 export class MediaLoader {
-  constructor(private readonly config: AppConfig) {}
+  constructor(
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+  ) {}
 
   /**
    * `deadline` (epoch ms) is the request's: loading never outlives it, so a URL that drips
@@ -134,9 +138,9 @@ export class MediaLoader {
    */
   private async fetchChain(first: URL, deadline: number): Promise<Buffer> {
     const { fetchTimeoutMs, maxRedirects } = this.config.media;
-    const budget = Math.min(fetchTimeoutMs, deadline - Date.now());
+    const budget = Math.min(fetchTimeoutMs, deadline - this.clock.now());
     if (budget <= 0) throw new DeadlineError();
-    const byDeadline = deadline - Date.now() <= fetchTimeoutMs;
+    const byDeadline = deadline - this.clock.now() <= fetchTimeoutMs;
     const signal = AbortSignal.timeout(budget);
     const timedOut = () =>
       byDeadline ? new DeadlineError() : new LoadError(`timed out after ${fetchTimeoutMs} ms`);

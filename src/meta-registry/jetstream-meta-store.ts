@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
@@ -66,6 +67,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   constructor(
     private readonly nats: NatsConnectionService,
     private readonly config: AppConfig,
+    private readonly clock: Clock = new Clock(),
   ) {
     super();
     // Unobserved until main.ts (or a test) asks: a config error must not be unhandled.
@@ -256,7 +258,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   override async get(reqId: string): Promise<StoredMeta | undefined> {
     const kv = this.connected(reqId);
     const seen = this.mirror.get(reqId);
-    if (seen && seen.record.publishedAt >= Date.now() - this.config.timeouts.sendTimeoutMs) {
+    if (seen && seen.record.publishedAt >= this.clock.now() - this.config.timeouts.sendTimeoutMs) {
       return seen.record;
     }
     const entry = await this.call(kv.get(keyOf(reqId)), reqId);

@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { NatsConnectionService } from '../transport/nats-connection.service';
@@ -10,8 +11,13 @@ import { MetadataController } from './metadata.controller';
 import { MetadataService } from './metadata.service';
 import { ParentMirroredStore } from './parent-mirrored-store';
 
-function makeStore(config: AppConfig, nats: NatsConnectionService, link: ParentLink): MetaStore {
-  if (config.registry.store === 'jetstream') return new JetStreamMetaStore(nats, config);
+function makeStore(
+  config: AppConfig,
+  nats: NatsConnectionService,
+  link: ParentLink,
+  clock: Clock,
+): MetaStore {
+  if (config.registry.store === 'jetstream') return new JetStreamMetaStore(nats, config, clock);
   // A DP worker mirrors its records to its supervisor; with JetStream, everyone shares the bucket.
   if (link.channel) return new ParentMirroredStore(config.registry.maxEntries, link.channel);
   return new MemoryMetaStore(config.registry.maxEntries);
@@ -22,7 +28,7 @@ function makeStore(config: AppConfig, nats: NatsConnectionService, link: ParentL
   providers: [
     {
       provide: MetaStore,
-      inject: [AppConfig, NatsConnectionService, ParentLink],
+      inject: [AppConfig, NatsConnectionService, ParentLink, Clock],
       useFactory: makeStore,
     },
     MetaRegistry,

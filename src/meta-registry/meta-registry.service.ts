@@ -119,7 +119,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
         config.nats.subjectPrefix,
         config.http.port,
       );
-      if (path) this.ledger = new RestartLedger(path, BOOT_ID, LEDGER_INTERVAL_MS);
+      if (path) this.ledger = new RestartLedger(path, BOOT_ID, LEDGER_INTERVAL_MS, clock);
     }
   }
 

@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -42,6 +43,7 @@ export class RestartLedger {
     readonly path: string,
     private readonly boot: string,
     private readonly intervalMs: number,
+    private readonly clock: Clock = new Clock(),
   ) {}
 
   /**
@@ -129,7 +131,11 @@ export class RestartLedger {
   }
 
   private contents(entries: Iterable<LedgerEntry>): string {
-    const file: LedgerFile = { boot: this.boot, writtenAt: Date.now(), entries: [...entries] };
+    const file: LedgerFile = {
+      boot: this.boot,
+      writtenAt: this.clock.now(),
+      entries: [...entries],
+    };
     return JSON.stringify(file);
   }
 

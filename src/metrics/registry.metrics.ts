@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { Injectable } from '@nestjs/common';
 import {
   MetaRegistry,
@@ -38,6 +39,7 @@ export class RegistryMetrics extends OwnedMetrics {
   constructor(
     private readonly registry: MetaRegistry,
     metadata: MetadataService,
+    private readonly clock: Clock,
   ) {
     super();
     const stats = () => this.stats();
@@ -86,7 +88,7 @@ export class RegistryMetrics extends OwnedMetrics {
    * stand: /metrics itself must keep working, since it is how the outage is seen.
    */
   private stats(): Promise<RegistryStats | undefined> {
-    const now = Date.now();
+    const now = this.clock.now();
     if (!this.reading || now - this.reading.at > 100) {
       this.reading = {
         at: now,

@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
@@ -52,7 +53,10 @@ export class ProfilerService extends ProfileControl implements OnModuleDestroy {
   private closing?: Run;
   private root?: Promise<ConfinedDir>;
 
-  constructor(private readonly config: AppConfig) {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+  ) {
     super();
   }
 
@@ -75,7 +79,7 @@ export class ProfilerService extends ProfileControl implements OnModuleDestroy {
     const run: Run = {
       dir: '',
       prefix,
-      id: String(Date.now()),
+      id: String(this.clock.now()),
       stepsLeft: req.num_steps,
       ready: Promise.resolve(),
     };

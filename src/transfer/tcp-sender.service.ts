@@ -1,3 +1,4 @@
+import { Clock } from '../common/clock';
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { connect, type Socket } from 'node:net';
 import { EmbeddingTransport, endpointKey, type Endpoint } from './embedding-transport';
@@ -18,7 +19,8 @@ interface Pending {
 class Connection {
   readonly pending: Pending[] = [];
   private lineBuf = '';
-  lastUsed = Date.now();
+  /** Monotonic ms (performance.now): idle time is a span, not a date. */
+  lastUsed = performance.now();
   closed = false;
 
   constructor(
@@ -44,7 +46,7 @@ class Connection {
     signal?: AbortSignal,
     written?: () => void,
   ): Promise<Ack> {
-    this.lastUsed = Date.now();
+    this.lastUsed = performance.now();
     if (this.closed) {
       written?.();
       return Promise.reject(new TransferError(`connection to ${this.key} is closed`));
@@ -143,7 +145,7 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
   private readonly connecting = new Map<string, Promise<Connection>>();
   private readonly sweepTimer: NodeJS.Timeout;
 
-  constructor() {
+  constructor(private readonly clock: Clock = new Clock()) {
     super();
     this.sweepTimer = setInterval(() => this.evictIdle(), 5_000);
     this.sweepTimer.unref();
@@ -161,7 +163,7 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     signal?: AbortSignal,
     written?: () => void,
   ): Promise<Ack> {
-    const timeoutMs = Math.max(1, deadline - Date.now());
+    const timeoutMs = Math.max(1, deadline - this.clock.now());
     let conn: Connection;
     try {
       conn = await this.connection(endpoint, timeoutMs);
@@ -170,7 +172,7 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
       written?.(); // nothing was written
       throw err;
     }
-    return conn.send(header, payload, Math.max(1, deadline - Date.now()), signal, written);
+    return conn.send(header, payload, Math.max(1, deadline - this.clock.now()), signal, written);
   }
 
   override get openConnections(): number {
@@ -209,7 +211,7 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
   }
 
   private evictIdle(): void {
-    const now = Date.now();
+    const now = performance.now();
     for (const conn of this.pool.values()) {
       if (conn.pending.length === 0 && now - conn.lastUsed > IDLE_MS)
         conn.fail(new TransferError('idle'));

@@ -86,14 +86,19 @@ export function runTask<T>(
  */
 export async function closePool(pool: Piscina, graceMs: number): Promise<void> {
   closedPools.add(pool);
-  const deadline = Date.now() + graceMs;
+  // A span of time, not a date: the monotonic clock.
+  const deadline = performance.now() + graceMs;
   const loaded = loadedThreads.get(pool);
-  while (loaded && Date.now() < deadline && !pool.threads.every((t) => loaded.has(t.threadId)))
+  while (
+    loaded &&
+    performance.now() < deadline &&
+    !pool.threads.every((t) => loaded.has(t.threadId))
+  )
     await new Promise((r) => setTimeout(r, 10));
   try {
     await withTimeout(
       pool.close({ force: true }),
-      Math.max(0, deadline - Date.now()),
+      Math.max(0, deadline - performance.now()),
       () => new Error('pool close timed out'),
     );
   } catch {

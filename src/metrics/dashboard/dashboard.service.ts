@@ -1,3 +1,4 @@
+import { Clock } from '../../common/clock';
 import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { Observable, Subject } from 'rxjs';
 import { Errors } from '../../common/errors/error-catalogue';
@@ -118,6 +119,7 @@ export class DashboardService implements OnModuleDestroy {
   constructor(
     private readonly source: MetricsSource,
     private readonly roster: InstanceRoster,
+    private readonly clock: Clock,
   ) {}
 
   get openStreams(): number {
@@ -159,7 +161,7 @@ export class DashboardService implements OnModuleDestroy {
     const json = await this.source.json();
     const prev = this.history[this.history.length - 1];
     const windowStart = this.history[Math.max(0, this.history.length - WINDOW_TICKS)];
-    const t = Date.now();
+    const t = this.clock.now();
     const seconds = prev ? Math.max(0.001, (t - prev.snapshot.t) / 1000) : 1;
     const okBuckets = buckets(json, 'epd_encoder_wait_metadata_seconds', { outcome: 'ok' });
     const wait = (outcome: string) => total(json, 'epd_encoder_wait_metadata_total', { outcome });

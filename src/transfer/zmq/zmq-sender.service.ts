@@ -1,3 +1,4 @@
+import { Clock } from '../../common/clock';
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { Context, Push } from 'zeromq';
 import { AppConfig } from '../../config/app-config';
@@ -13,6 +14,7 @@ interface PushSocket {
   tail: Promise<unknown>;
   /** Sends scheduled on this socket and not finished yet. */
   queued: number;
+  /** Monotonic ms (performance.now): idle time is a span, not a date. */
   lastUsed: number;
   /** Why it was closed while sends were still queued on it, if it was. */
   closedBecause?: string;
@@ -46,7 +48,10 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
   private readonly context: Context;
   private readonly sweepTimer: NodeJS.Timeout;
 
-  constructor(private readonly config: AppConfig) {
+  constructor(
+    private readonly config: AppConfig,
+    private readonly clock: Clock = new Clock(),
+  ) {
     super();
     this.context = new Context({ maxSockets: config.transfer.zmqMaxSockets + CONTEXT_HEADROOM });
     this.sweepTimer = setInterval(
@@ -69,12 +74,16 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
   ): Promise<Ack> {
     const key = endpointKey(endpoint);
     const entry = this.socketFor(endpoint, key);
-    const meta = embeddingDataFrame(header, this.config.transfer.zmqEmbeddingClass, Date.now());
+    const meta = embeddingDataFrame(
+      header,
+      this.config.transfer.zmqEmbeddingClass,
+      this.clock.now(),
+    );
     const frames = header.error_msg !== undefined ? [meta] : [meta, payload];
     const run = async (): Promise<Ack> => {
       if (signal?.aborted) throw new TransferError(`send to ${key} aborted`);
       if (entry.closedBecause) throw new TransferError(`send to ${key} ${entry.closedBecause}`);
-      const remaining = Math.max(1, deadline - Date.now());
+      const remaining = Math.max(1, deadline - this.clock.now());
       entry.socket.sendTimeout = remaining;
       try {
         await entry.socket.send(frames);
@@ -84,7 +93,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
           `no ZMQ receiver took the message at ${key} within ${remaining} ms (${(err as Error).message})`,
         );
       } finally {
-        entry.lastUsed = Date.now();
+        entry.lastUsed = performance.now();
       }
       return { req_id: header.req_id, ok: true };
     };
@@ -146,7 +155,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
       host: endpoint.host,
       tail: Promise.resolve(),
       queued: 0,
-      lastUsed: Date.now(),
+      lastUsed: performance.now(),
     };
     this.sockets.set(key, entry);
     this.perHost.set(endpoint.host, (this.perHost.get(endpoint.host) ?? 0) + 1);
@@ -154,7 +163,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
   }
 
   private closeIdle(): void {
-    const cutoff = Date.now() - this.config.transfer.zmqIdleMs;
+    const cutoff = performance.now() - this.config.transfer.zmqIdleMs;
     for (const [key, entry] of this.sockets) if (entry.lastUsed < cutoff) this.close(key);
   }
 
