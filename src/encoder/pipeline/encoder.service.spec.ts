@@ -4,15 +4,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Clock } from '../../common/clock';
 import { Errors } from '../../common/errors/error-catalogue';
-import type { DeliveryService } from '../../delivery/delivery.service';
+import { Test } from '@nestjs/testing';
+import { AppConfig } from '../../config/app-config';
+import { DeliveryService } from '../../delivery/delivery.service';
+import { MetaRegistry } from '../../meta-registry/meta-registry.service';
 import { makeRegistry } from '../../meta-registry/testing';
-import type { ProfilerService } from '../../profiling/profiler.service';
+import { ProfilerService } from '../../profiling/profiler.service';
 import { ReqStateStore } from '../../requests/req-state.store';
 import { EncoderBackend } from '../backend/encoder-backend';
 import type { ForwardResult, ForwardTask, ModelInfo } from '../backend/forward.types';
-import type { MediaLoader } from '../../media/media-loader.service';
+import { MediaLoader } from '../../media/media-loader.service';
 import type { MediaPlan, PreprocessResult } from '../preprocess/preprocess.types';
-import type { Preprocessor } from '../preprocess/preprocessor.service';
+import { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import { parseEncodeRequest } from '../encode-request.schema';
 import { PATCH_DIM } from './model-contract';
@@ -105,59 +108,63 @@ const request = (reqId: string) =>
   });
 const deadline = () => Date.now() + 10_000;
 
-/** The service on the real registry, request state and scheduler, with the given fakes. */
-function wire(
+/** A stand-in for what the test does not look at: every method a no-op. */
+const inert = <T extends string>(...methods: T[]) =>
+  Object.fromEntries(methods.map((m) => [m, () => undefined])) as Record<T, () => undefined>;
+
+/**
+ * The service as Nest wires it, on the real registry, request state, scheduler, stages and
+ * cache, with the outside world (media, preprocessing, the model, delivery) replaced.
+ */
+async function wire(
   env: Record<string, string>,
   backend: EncoderBackend,
-  preprocessor: Preprocessor,
+  preprocessor: Pick<Preprocessor, 'plan' | 'run'>,
   delivery: Partial<DeliveryService>,
-  metricsOf?: (scheduler: EncodeScheduler, states: ReqStateStore) => EncoderMetrics,
+  realMetrics = false,
 ) {
   const { registry, config } = makeRegistry(env);
-  const clock = new Clock();
-  const scheduler = new EncodeScheduler(backend, config, clock);
-  const states = new ReqStateStore(config, clock);
-  // One EncoderMetrics per process (prom-client's registry is global): others get a stub.
-  const metrics =
-    metricsOf?.(scheduler, states) ??
-    ({
-      received: () => undefined,
-      request: () => undefined,
-      pendingFrom: () => undefined,
-    } as unknown as EncoderMetrics);
-  const loader = { load: () => Promise.resolve(Buffer.from('png')) } as unknown as MediaLoader;
-  const admission = new EncodeAdmission(config, metrics, {
-    step: () => undefined,
-  } as unknown as ProfilerService);
-  const stages = new EncodeStages(config, loader, preprocessor, backend, scheduler);
-  // The memory store, one process: the cache's single flight is in-process (no NATS).
-  const cache = new EncodeCache(
-    config,
-    clock,
+  const moduleRef = await Test.createTestingModule({
+    providers: [
+      Clock,
+      { provide: AppConfig, useValue: config },
+      { provide: ProcessRole, useValue: new ProcessRole('single', 0) },
+      { provide: MetaRegistry, useValue: registry },
+      { provide: EncoderBackend, useValue: backend },
+      { provide: Preprocessor, useValue: preprocessor },
+      { provide: MediaLoader, useValue: { load: () => Promise.resolve(Buffer.from('png')) } },
+      { provide: ProfilerService, useValue: inert('step') },
+      // The memory store, one process: the cache's single flight is in-process (no NATS).
+      { provide: NatsConnectionService, useValue: {} },
+      {
+        provide: DeliveryService,
+        useValue: {
+          failed: () => Promise.resolve(),
+          checkTargets: () => Promise.resolve(),
+          ...delivery,
+        },
+      },
+      // One EncoderMetrics per process (prom-client's registry is global): others get a stub.
+      realMetrics
+        ? EncoderMetrics
+        : { provide: EncoderMetrics, useValue: inert('received', 'request', 'pendingFrom') },
+      EncodeScheduler,
+      ReqStateStore,
+      ParentLink,
+      EncodeAdmission,
+      EncodeStages,
+      EncodeCache,
+      EncodeFlights,
+      EmbeddingEncoder,
+      EncoderService,
+    ],
+  }).compile();
+  return {
+    service: moduleRef.get(EncoderService),
     registry,
-    {} as unknown as NatsConnectionService,
-    new ParentLink(new ProcessRole('single', 0)),
-  );
-  const embeddings = new EmbeddingEncoder(
-    clock,
-    stages,
-    new EncodeFlights(cache),
-    states,
-    registry,
-  );
-  const service = new EncoderService(
-    clock,
-    admission,
-    states,
-    registry,
-    {
-      failed: () => Promise.resolve(),
-      checkTargets: () => Promise.resolve(),
-      ...delivery,
-    } as unknown as DeliveryService,
-    embeddings,
-  );
-  return { service, registry, states, cache };
+    states: moduleRef.get(ReqStateStore),
+    cache: moduleRef.get(EncodeCache),
+  };
 }
 
 /**
@@ -172,14 +179,13 @@ describe('EncoderService', () => {
   const preprocessor = {
     plan: () => Promise.resolve(plan),
     run: () => Promise.resolve(preprocessed()),
-  } as unknown as Preprocessor;
-  const { service, registry, states } = wire(
-    {},
-    backend,
-    preprocessor,
-    { afterStage },
-    (sc, st) => new EncoderMetrics(sc, st, backend),
-  );
+  };
+  let service: EncoderService;
+  let registry: MetaRegistry;
+  let states: ReqStateStore;
+  beforeAll(async () => {
+    ({ service, registry, states } = await wire({}, backend, preprocessor, { afterStage }, true));
+  });
 
   afterEach(() => afterStage.mockReset().mockResolvedValue(undefined));
 
@@ -260,16 +266,23 @@ describe('EncoderService with the embedding cache (single flight in process)', (
         bigPlan = false;
         return { ...plan, tokens: 400, itemTokens: [400] };
       }
-      return planFails ? { ok: false, stage: 'load', itemIndex: 0, message: 'not an image' } : plan;
+      return planFails
+        ? { ok: false as const, stage: 'load' as const, itemIndex: 0, message: 'not an image' }
+        : plan;
     },
     run: () => Promise.resolve(preprocessed()),
-  } as unknown as Preprocessor;
-  const { service, states, cache } = wire(
-    { EPD_CACHE_MAX_BYTES: String(1 << 20), EPD_MAX_TOKENS_PER_REQUEST: '100' },
-    backend,
-    preprocessor,
-    { afterStage: () => Promise.resolve(undefined) },
-  );
+  };
+  let service: EncoderService;
+  let states: ReqStateStore;
+  let cache: EncodeCache;
+  beforeAll(async () => {
+    ({ service, states, cache } = await wire(
+      { EPD_CACHE_MAX_BYTES: String(1 << 20), EPD_MAX_TOKENS_PER_REQUEST: '100' },
+      backend,
+      preprocessor,
+      { afterStage: () => Promise.resolve(undefined) },
+    ));
+  });
 
   afterEach(() => {
     cache.store.purge();
