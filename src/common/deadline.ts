@@ -61,11 +61,6 @@ export class Deadlines {
     private readonly clock: Clock,
   ) {}
 
-  /** The cap on any caller-supplied deadline (EPD_REQ_TIMEOUT_MS). */
-  get maxMs(): number {
-    return this.config.timeouts.reqTimeoutMs;
-  }
-
   /** Each call's deadline, computed once however many times it is asked for. */
   private readonly calls = new WeakMap<object, number>();
 
@@ -81,13 +76,7 @@ export class Deadlines {
 
   /** The absolute deadline (epoch ms) of a call. */
   of(payload: DeadlineFields, ctx?: NatsContext): number {
-    return callDeadline(payload, this.maxMs, ctx, this.clock.now());
-  }
-
-  /** The milliseconds a call may take. */
-  timeoutMs(payload: DeadlineFields, ctx?: NatsContext): number {
-    const now = this.clock.now();
-    return callTimeoutMs(payload.timeout_ms, this.maxMs, ctx, now, payload.deadline_ms);
+    return callDeadline(payload, this.config.timeouts.reqTimeoutMs, ctx, this.clock.now());
   }
 }
 

@@ -70,10 +70,7 @@ export class DeliveryService {
   private readonly flights = new WeakMap<Destination, Flight>();
   private observer?: SendObserver;
   /** Deliveries by outcome, and the bytes of the acked ones (epd_encoder_sends_total…). */
-  /**
-   * `callersWaiting`: HTTP callers attached to a delivery now; `callersGone`: those that
-   * disconnected before it ended.
-   */
+  /** Deliveries by outcome, and HTTP callers waiting on one now or gone before it ended. */
   readonly sendStats = { acked: 0, failed: 0, bytes: 0, callersWaiting: 0, callersGone: 0 };
 
   constructor(
