@@ -36,6 +36,7 @@ describe('module boundaries', () => {
       /no-feature-internals: src\/brand-new-feature\/bad\.ts → src\/encoder\/pipeline\/stage\.ts/,
       /nothing-imports-entry-points: src\/brand-new-feature\/bad\.ts → src\/app\.module\.ts/,
       /client-imports-no-nest: src\/client\/bad\.ts/,
+      /worker-threads-load-no-zod: src\/encoder\/backend\/heavy\.worker\.ts/,
     ]) {
       expect(r.stdout).toMatch(line);
     }

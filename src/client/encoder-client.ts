@@ -8,7 +8,8 @@ import {
 } from '@nats-io/transport-node';
 import { backoffMs, sleep } from '../common/backoff';
 import { Errors } from '../common/errors/error-catalogue';
-import { MMError, isErrorBody } from '../common/errors/mm-error';
+import { isErrorBody } from '../common/errors/error-body';
+import { MMError } from '../common/errors/mm-error';
 import type {
   EmbeddingMeta,
   MetaPayload,

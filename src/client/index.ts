@@ -9,5 +9,6 @@ export type {
   EncodeBody,
   EncodeResult,
 } from './encoder-client';
-export { MMError, BadRequestError, InternalError, type ErrorBody } from '../common/errors/mm-error';
+export { MMError, BadRequestError, InternalError } from '../common/errors/mm-error';
+export type { ErrorBody } from '../common/errors/error-body';
 export { DpType, subjectFor, rankSubjectFor } from '../transport/subjects';

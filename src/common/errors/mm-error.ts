@@ -1,5 +1,4 @@
-import { z } from 'zod';
-import { ERROR_TYPES, isErrorType, STATUS_TYPES, type ErrorType } from './error-types.doc';
+import { isErrorType, STATUS_TYPES, type ErrorType } from './error-types.doc';
 
 export type { ErrorType } from './error-types.doc';
 
@@ -49,32 +48,4 @@ export function typeForStatus(code: number): ErrorType {
 /** A type read off the wire (a peer, a worker, an older encoder): kept when known. */
 export function errorTypeOf(value: unknown, code: number): ErrorType {
   return isErrorType(value) ? value : typeForStatus(code);
-}
-
-/** The wire shape of every error, HTTP body and NATS `err` alike (docs/contract.md §3). */
-export const errorBodySchema = z.object({
-  status: z.literal('error'),
-  code: z.number().int(),
-  type: z.enum(ERROR_TYPES).describe('stable machine-readable key; listed in docs/errors.md'),
-  message: z.string(),
-  req_id: z.string().nullable(),
-});
-
-export type ErrorBody = z.infer<typeof errorBodySchema>;
-
-export function toErrorBody(err: MMError, reqId?: string): ErrorBody {
-  return {
-    status: 'error',
-    code: err.code,
-    type: err.type,
-    message: err.message,
-    req_id: err.reqId ?? reqId ?? null,
-  };
-}
-
-export function isErrorBody(value: unknown): value is ErrorBody {
-  if (typeof value !== 'object' || value === null) return false;
-  const v = value as Record<string, unknown>;
-  // `type` is not required here: replies from encoders older than it still parse.
-  return v.status === 'error' && typeof v.code === 'number' && typeof v.message === 'string';
 }

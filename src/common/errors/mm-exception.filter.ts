@@ -12,7 +12,8 @@ import type { Request, Response } from 'express';
 import { TimeoutError, throwError, type Observable } from 'rxjs';
 import { reqIdOf } from '../req-id';
 import { timeoutErrorFor } from './error-catalogue';
-import { MMError, toErrorBody } from './mm-error';
+import { toErrorBody } from './error-body';
+import { MMError } from './mm-error';
 
 /** The last token of a NATS subject, or the last static segment of an HTTP route. */
 function operationOf(host: ArgumentsHost): string | undefined {

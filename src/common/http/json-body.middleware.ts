@@ -1,6 +1,7 @@
 import { json, type RequestHandler } from 'express';
 import { Errors } from '../errors/error-catalogue';
-import { MMError, toErrorBody } from '../errors/mm-error';
+import { toErrorBody } from '../errors/error-body';
+import { MMError } from '../errors/mm-error';
 
 interface BodyParserError extends Error {
   type?: string;

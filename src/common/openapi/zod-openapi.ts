@@ -1,7 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiBody, ApiResponse } from '@nestjs/swagger';
 import { z } from 'zod';
-import { errorBodySchema } from '../errors/mm-error';
+import { errorBodySchema } from '../errors/error-body';
 
 type SchemaObject = Extract<Parameters<typeof ApiBody>[0], { schema: unknown }>['schema'];
 
@@ -14,7 +14,7 @@ export function openApiSchema(schema: z.ZodType, io: 'input' | 'output' = 'input
   return json as SchemaObject;
 }
 
-export { errorBodySchema } from '../errors/mm-error';
+export { errorBodySchema } from '../errors/error-body';
 
 /** Documents a route's success reply and the error statuses it can answer. */
 export function ApiReplies(ok: z.ZodType, ...errorStatuses: number[]): MethodDecorator {

@@ -1,7 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { ForwardPart } from '../backend/forward.types';
 import type { ModelInput } from '../workers/parcel';
-import type { Modality } from '../encode-request.schema';
+import type { Modality } from '../../common/kernel';
 import type { ModelKind } from '../pipeline/model-contract';
 
 export interface PreprocessTask {
