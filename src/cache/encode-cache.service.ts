@@ -9,6 +9,7 @@ import {
 } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { ParentLink } from '../transport/parent-link';
@@ -87,9 +88,14 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly registry: MetaRegistry,
     private readonly nats: NatsConnectionService,
     link: ParentLink,
+    role: ProcessRole,
   ) {
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
-    this.at = cacheFetchSubject(config.nats.subjectPrefix, config.instance.id, link.rank);
+    this.at = cacheFetchSubject(
+      config.nats.subjectPrefix,
+      config.instance.id,
+      role.worker ? role.rank : undefined,
+    );
     if (!this.store.enabled) return;
     if (config.registry.store === 'jetstream') {
       this.claims = new KvClaims(

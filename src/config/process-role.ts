@@ -17,7 +17,7 @@ export function dpRole(config: Pick<AppConfig, 'encoder'>): DpRole {
  * This process's DP role, decided once by the composition root and injected wherever a
  * fact of the role matters (the owner a record names, the subjects a worker serves).
  * What differs in behaviour is a port with one implementation per role, chosen there too
- * (LocalRanks, ParentLink, RequestsReport, the encoder side).
+ * (LocalRanks, RequestsReport, the encoder side).
  */
 export class ProcessRole {
   constructor(

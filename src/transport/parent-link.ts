@@ -18,13 +18,8 @@ export class ParentLink implements OnModuleDestroy {
     process.kill(process.pid, 'SIGTERM');
   };
 
-  /** A worker's rank; undefined in any other process. */
-  readonly rank?: number;
-
   constructor(role: ProcessRole) {
-    if (!role.worker) return;
-    this.rank = role.rank;
-    if (!process.send) return;
+    if (!role.worker || !process.send) return;
     this.channel = new IpcChannel(process);
     process.once('disconnect', this.onDisconnect);
     // A supervisor that died while this worker was still loading disconnected before
