@@ -11,7 +11,8 @@
 #   scripts/nats-cluster.sh start-node DIR I    start node I again on its ports and store
 #   scripts/nats-cluster.sh urls DIR            the client URLs, comma-separated
 #
-# DIR/cluster.env holds the ports (NODE_i_CLIENT, NODE_i_ROUTE, NODES); DIR/node-i.pid the
+# DIR/cluster.env holds the ports (NODE_i_CLIENT, NODE_i_ROUTE, NODE_i_HTTP: the monitoring
+# endpoint, where /jsz names the JetStream meta leader; NODES); DIR/node-i.pid the
 # PIDs; DIR/node-i.log each node's log. Ports are picked free on 127.0.0.1.
 set -euo pipefail
 
@@ -39,9 +40,9 @@ node_conf() { # dir, i
     local port_var="NODE_${j}_ROUTE"
     routes+="    nats-route://127.0.0.1:${!port_var}\n"
   done
-  local client_var="NODE_${i}_CLIENT" route_var="NODE_${i}_ROUTE"
-  printf 'server_name: n%s\nlisten: 127.0.0.1:%s\nmax_payload: 8388608\nmax_pending: 67108864\ncluster {\n  name: epd-local\n  listen: 127.0.0.1:%s\n  routes: [\n%b  ]\n}\n' \
-    "$i" "${!client_var}" "${!route_var}" "$routes" > "$dir/node-$i.conf"
+  local client_var="NODE_${i}_CLIENT" route_var="NODE_${i}_ROUTE" http_var="NODE_${i}_HTTP"
+  printf 'server_name: n%s\nlisten: 127.0.0.1:%s\nhttp: 127.0.0.1:%s\nmax_payload: 8388608\nmax_pending: 67108864\ncluster {\n  name: epd-local\n  listen: 127.0.0.1:%s\n  routes: [\n%b  ]\n}\n' \
+    "$i" "${!client_var}" "${!http_var}" "${!route_var}" "$routes" > "$dir/node-$i.conf"
 }
 
 start_node() { # dir, i
@@ -81,6 +82,7 @@ case "$cmd" in
       for ((i = 1; i <= nodes; i++)); do
         echo "NODE_${i}_CLIENT=$(free_port)"
         echo "NODE_${i}_ROUTE=$(free_port)"
+        echo "NODE_${i}_HTTP=$(free_port)"
       done
     } > "$dir/cluster.env"
     for ((i = 1; i <= nodes; i++)); do start_node "$dir" "$i"; done

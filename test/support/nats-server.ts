@@ -35,6 +35,8 @@ export interface NatsServerOptions {
   config?: string;
   /** Environment of the server process (for `$VAR` in the configuration). */
   env?: Record<string, string>;
+  /** JetStream on (the default), or off: a server where no KV bucket can be opened. */
+  jetstream?: boolean;
 }
 
 /**
@@ -52,7 +54,7 @@ export class NatsServer {
   ) {}
 
   static async start(options: NatsServerOptions = {}): Promise<NatsServer> {
-    const server = new NatsServer(options.port ?? (await freePort()), options);
+    const server = new NatsServer(options.port ?? (await freePort()), { ...options });
     await server.launch();
     return server;
   }
@@ -66,7 +68,8 @@ export class NatsServer {
   }
 
   private async launch(): Promise<void> {
-    const args = ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', join(this.dir, 'js')];
+    const args = ['-a', '127.0.0.1', '-p', String(this.port)];
+    if (this.options.jetstream !== false) args.push('-js', '-sd', join(this.dir, 'js'));
     let conf = '';
     if (this.options.maxPayload) {
       const pending = Math.max(64 * 1024 * 1024, this.options.maxPayload * 4);
@@ -124,8 +127,10 @@ export class NatsServer {
     await exited;
   }
 
-  async restart(): Promise<void> {
+  /** Stops the server and starts it again on its port, with `changes` to its options. */
+  async restart(changes: Partial<NatsServerOptions> = {}): Promise<void> {
     await this.stop();
+    Object.assign(this.options, changes);
     await this.launch();
   }
 

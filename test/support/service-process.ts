@@ -4,8 +4,9 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SERVICE_ENV, SERVICE_NODE_FLAGS } from '../../src/common/node-flags';
 import { freePort } from './nats-server';
+import { REPO_ROOT } from './repo-root';
 
-export const MAIN = join(__dirname, '..', '..', 'dist', 'main.js');
+export const MAIN = join(REPO_ROOT, 'dist', 'main.js');
 
 export interface ServiceProcess {
   proc: ChildProcess;
