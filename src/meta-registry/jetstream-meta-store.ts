@@ -16,7 +16,12 @@ import { MetaStore, StoreConfigError, type StoreStats, type StoredMeta } from '.
 const STORE = 'jetstream';
 /** A JetStream API call's own bound; a wait is bounded by its deadline as well. */
 const API_TIMEOUT_MS = 5_000;
-/** Deletes remembered until the watcher passes them (a late echo is then ignored). */
+/**
+ * One attempt of a put made with a deadline, or of a purge: the stream's leader normally
+ * answers in milliseconds; an attempt with no answer in this long is sent again.
+ */
+const ATTEMPT_MS = 1_000;
+/** Deleted keys remembered (their revision): the most recent ones when there are more. */
 const MAX_TOMBSTONES = 10_000;
 
 /**
@@ -37,6 +42,13 @@ const MAX_TOMBSTONES = 10_000;
  *   revision, so no mirror keeps it or takes it back from a late watcher echo. The mirror
  *   is dropped whenever something could have been missed (a disconnect, a new watcher).
  * - NATS down: every call fails at once with 503 naming the store, never at a deadline.
+ * - A node loss: the bucket's R3 stream accepts no write until its replicas elect a new
+ *   leader (nats-server waits 4–9 s for that; measured 3.3–5.4 s here), and a write in
+ *   that window gets no answer or "jetstream is not enabled". A put made with a deadline
+ *   (an encode's metadata) is sent again until it lands or the deadline is near. A delete
+ *   takes effect at once (the key reads as absent on every instance, through the evict
+ *   broadcast on core NATS, which needs no leader) and its purge follows in the background
+ *   until the stream accepts it: a release never waits for an election.
  */
 export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdown {
   private readonly logger = new Logger('JetStreamMetaStore');
@@ -50,8 +62,14 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   private watching = false;
   /** What the watcher has seen, oldest first (a re-put moves to the end). */
   private readonly mirror = new Map<string, { record: StoredMeta; revision: number }>();
-  /** Deleted keys and their revision, until the watcher passes it (late echoes ignored). */
-  private readonly deleted = new Map<string, number>();
+  /**
+   * Deleted keys: the revision deleted and until when it is remembered. A read, or a late
+   * watcher echo, of that revision or an older one finds nothing; a newer put ends it.
+   */
+  private readonly deleted = new Map<string, { revision: number; until: number }>();
+  /** Deletes whose purge the stream has not accepted yet, oldest first: key → revision. */
+  private readonly purging = new Map<string, number>();
+  private purger?: Promise<void>;
   private closed = false;
   /** Set while a deleted bucket is being recreated. */
   private recreating?: Promise<void>;
@@ -206,14 +224,10 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
    * their full API timeout): the caller's answer never waits on it past API_TIMEOUT_MS,
    * and any failure that is not already an MMError is a 503 naming the store.
    */
-  private async call<T>(op: Promise<T>, reqId?: string): Promise<T> {
+  private async call<T>(op: Promise<T>, reqId?: string, boundMs = API_TIMEOUT_MS): Promise<T> {
     try {
-      return await withTimeout(op, API_TIMEOUT_MS, () =>
-        Errors.storeUnavailable(
-          STORE,
-          `no answer from JetStream within ${API_TIMEOUT_MS} ms`,
-          reqId,
-        ),
+      return await withTimeout(op, boundMs, () =>
+        Errors.storeUnavailable(STORE, `no answer from JetStream within ${boundMs} ms`, reqId),
       );
     } catch (err) {
       if (err instanceof MMError) throw err;
@@ -262,16 +276,47 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       return seen.record;
     }
     const entry = await this.call(kv.get(keyOf(reqId)), reqId);
-    return entry?.operation === 'PUT' ? decodeRecord(reqId, entry.value) : undefined;
+    if (entry?.operation !== 'PUT') return undefined;
+    // Deleted, and its purge not landed yet (or this read raced it): absent.
+    if (entry.revision <= (this.deleted.get(reqId)?.revision ?? 0)) return undefined;
+    return decodeRecord(reqId, entry.value);
   }
 
-  override async put(record: StoredMeta): Promise<void> {
-    const kv = this.connected(record.reqId);
-    const put = kv.put(keyOf(record.reqId), encodeRecord(record)).catch((err: Error) => {
-      if (!/maximum messages/i.test(err.message)) throw err;
-      throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
-    });
-    await this.call(put, record.reqId);
+  /**
+   * With a `deadline`, an attempt that gets no answer within ATTEMPT_MS, or finds the
+   * stream without a leader, is sent again while the deadline leaves time for one: a put
+   * is idempotent (the same record under the same key). A bucket at its bound (507) is
+   * final at once.
+   */
+  override async put(record: StoredMeta, deadline?: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const kv = this.connected(record.reqId);
+      const left = deadline === undefined ? API_TIMEOUT_MS : deadline - this.clock.now();
+      const put = kv.put(keyOf(record.reqId), encodeRecord(record)).catch((err: Error) => {
+        if (!/maximum messages/i.test(err.message)) throw err;
+        throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
+      });
+      try {
+        await this.call(put, record.reqId, Math.max(1, Math.min(left, ATTEMPT_MS)));
+        return;
+      } catch (err) {
+        const retry = backoffMs(attempt, { baseMs: 100, maxMs: 500, jitter: 0.5 });
+        const again =
+          deadline !== undefined &&
+          err instanceof MMError &&
+          err.type === 'store_unavailable' &&
+          !this.closed &&
+          deadline - this.clock.now() > retry + 50;
+        if (!again) throw err;
+        if (attempt === 1) {
+          this.logger.warn(
+            { req_id: record.reqId, err: err.message },
+            'metadata put not accepted (stream leader lost?); sending it again until the deadline',
+          );
+        }
+        await sleep(retry, this.stopping.signal).catch(() => undefined);
+      }
+    }
   }
 
   /**
@@ -284,42 +329,77 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     const key = keyOf(reqId);
     const present = await this.call(kv.get(key), reqId);
     if (present?.operation !== 'PUT') return false;
-    const { purged } = await this.call(
-      this.jsm!.streams.purge(`KV_${this.bucketName}`, {
-        filter: `$KV.${this.bucketName}.${key}`,
-        seq: present.revision + 1,
-      }),
-      reqId,
-    );
+    if (present.revision <= (this.deleted.get(reqId)?.revision ?? 0)) return false;
     this.evict(reqId, present.revision);
     this.nats.current?.publish(
       this.evictSubject,
       JSON.stringify({ key, revision: present.revision }),
     );
-    return purged > 0;
+    this.purging.delete(key);
+    this.purging.set(key, present.revision);
+    // Bounded: past it, the oldest purges are left to the bucket's max age.
+    if (this.purging.size > MAX_TOMBSTONES) this.purging.delete(this.purging.keys().next().value!);
+    this.purger ??= this.purge().finally(() => (this.purger = undefined));
+    return true;
+  }
+
+  /**
+   * The purges of deleted keys, in order, each sent again until the stream accepts it (a
+   * stream without a leader answers nothing until one is elected), or until shutdown; the
+   * bucket's max age removes what is left then.
+   */
+  private async purge(): Promise<void> {
+    let attempt = 0;
+    while (this.purging.size > 0 && !this.closed) {
+      const [key, revision] = this.purging.entries().next().value!;
+      try {
+        await this.call(
+          this.jsm!.streams.purge(`KV_${this.bucketName}`, {
+            filter: `$KV.${this.bucketName}.${key}`,
+            seq: revision + 1,
+          }),
+          undefined,
+          ATTEMPT_MS,
+        );
+        attempt = 0;
+        if (this.purging.get(key) === revision) this.purging.delete(key);
+      } catch (err) {
+        if (attempt++ === 0) {
+          this.logger.warn(
+            { key, err: (err as Error).message, pending: this.purging.size },
+            'purge of a deleted key not accepted yet; sending it again',
+          );
+        }
+        const delay = backoffMs(attempt, { baseMs: 100, maxMs: 1_000, jitter: 0.5 });
+        await sleep(delay, this.stopping.signal).catch(() => undefined);
+      }
+    }
   }
 
   private get evictSubject(): string {
     return `_EPD.${this.bucketName}.evict`;
   }
 
-  /** Forgets `reqId` up to `revision`, and ignores a watcher echo of anything older. */
+  /**
+   * Forgets `reqId` up to `revision`: reads and watcher echoes of it or anything older find
+   * nothing until the record's max age has passed (its purge may land later than this).
+   */
   private evict(reqId: string, revision: number): void {
     const seen = this.mirror.get(reqId);
     if (seen && seen.revision <= revision) this.mirror.delete(reqId);
-    if (revision > this.lastRevision) {
-      this.deleted.delete(reqId);
-      this.deleted.set(reqId, revision);
-      // Bounded even if the watcher stalls: the oldest tombstones go first.
-      if (this.deleted.size > MAX_TOMBSTONES)
-        this.deleted.delete(this.deleted.keys().next().value!);
-    }
+    if (revision <= (this.deleted.get(reqId)?.revision ?? 0)) return;
+    this.deleted.delete(reqId);
+    this.deleted.set(reqId, {
+      revision,
+      until: this.clock.now() + this.config.timeouts.sendTimeoutMs,
+    });
+    // Bounded: the oldest tombstones go first.
+    if (this.deleted.size > MAX_TOMBSTONES) this.deleted.delete(this.deleted.keys().next().value!);
   }
 
   /** Drops everything the mirror knows: reads go to the bucket until the watcher refills it. */
   private forget(): void {
     this.mirror.clear();
-    this.deleted.clear();
   }
 
   /** One watched entry into the mirror (and the waiters, through `changes`). */
@@ -329,7 +409,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     if (reqId === undefined) return; // not one of ours
     const tombstone = this.deleted.get(reqId);
     if (tombstone !== undefined) {
-      if (e.revision <= tombstone) return; // the deleted put, echoed late
+      if (e.revision <= tombstone.revision) return; // the deleted put, echoed late
       this.deleted.delete(reqId);
     }
     if (e.operation !== 'PUT') {
@@ -352,17 +432,17 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       if (record.publishedAt >= cutoff) break;
       this.mirror.delete(reqId);
     }
-    if (this.deleted.size > 0) {
-      for (const [reqId, revision] of this.deleted) {
-        if (revision <= this.lastRevision) this.deleted.delete(reqId);
-      }
+    const now = this.clock.now();
+    for (const [reqId, { until }] of this.deleted) {
+      if (until > now) break; // oldest first: the rest are younger
+      this.deleted.delete(reqId);
     }
     return Promise.resolve([]);
   }
 
-  /** Mirror and tombstone sizes, for tests and the admin view. */
-  get cached(): { mirror: number; tombstones: number } {
-    return { mirror: this.mirror.size, tombstones: this.deleted.size };
+  /** Mirror, tombstone and pending-purge sizes, for tests and the admin view. */
+  get cached(): { mirror: number; tombstones: number; purging: number } {
+    return { mirror: this.mirror.size, tombstones: this.deleted.size, purging: this.purging.size };
   }
 
   override async stats(): Promise<StoreStats> {
@@ -371,6 +451,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     return {
       entries: status.values,
       oldestPublishedAt: status.values > 0 && first ? new Date(first).getTime() : undefined,
+      shared: this.cached,
     };
   }
 

@@ -14,7 +14,7 @@ import { BOOT_ID } from '../common/boot-id';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { MemoryMetaStore } from './memory-meta-store';
-import { MetaStore, type Owner, type StoredMeta } from './meta-store';
+import { MetaStore, type Owner, type StoreStats, type StoredMeta } from './meta-store';
 import { RestartLedger } from './restart-ledger';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
 
@@ -53,6 +53,8 @@ export interface RegistryStats {
   counters: RegistryCounters;
   /** The restart ledger (memory store, EPD_RESTART_LEDGER not `off`). */
   restartLedger?: RestartLedger['stats'];
+  /** The shared store's local state (EPD_REGISTRY_STORE=jetstream). */
+  sharedStore?: NonNullable<StoreStats['shared']>;
 }
 
 /** How often the restart ledger is rewritten after a change. */
@@ -219,12 +221,16 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     );
   }
 
-  /** `owner`: set by the encoder that stages the embedding (owner routing). */
+  /**
+   * `owner`: set by the encoder that stages the embedding (owner routing). `deadline`: the
+   * call's; a shared store may take until then to accept the record (a leader election).
+   */
   async publish(
     reqId: string,
     metadata: MetaPayload,
     partIdx?: number,
     owner?: Owner,
+    deadline?: number,
   ): Promise<void> {
     if (this.closed) throw Errors.shuttingDown(reqId);
     const record: StoredMeta = {
@@ -234,7 +240,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
       publishedAt: this.clock.now(),
       ...(owner ? { owner } : {}),
     };
-    await this.store.put(record);
+    await this.store.put(record, deadline);
     this.counters.publishes++;
     if (isErrorMeta(metadata)) this.counters.errorPublishes++;
     else this.lost.delete(reqId); // encoded again since the restart
@@ -378,6 +384,7 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
       maxEntries: this.config.registry.maxEntries,
       maxWaiters: this.config.registry.maxWaiters,
       ...(this.ledger ? { restartLedger: this.ledger.stats } : {}),
+      ...(store.shared ? { sharedStore: store.shared } : {}),
       counters: {
         ...this.counters,
         // Every admitted wait ends in exactly one way; what is neither pending nor

@@ -29,6 +29,8 @@ export class StoreConfigError extends Error {}
 export interface StoreStats {
   entries: number;
   oldestPublishedAt?: number;
+  /** A shared store's local state: records mirrored, deletes remembered, purges pending. */
+  shared?: { mirror: number; tombstones: number; purging: number };
 }
 
 /**
@@ -49,8 +51,11 @@ export abstract class MetaStore {
   }
 
   abstract get(reqId: string): Promise<StoredMeta | undefined>;
-  /** Last write wins. Rejects with a 507 MMError when the store is at its bound. */
-  abstract put(record: StoredMeta): Promise<void>;
+  /**
+   * Last write wins. Rejects with a 507 MMError when the store is at its bound. A shared
+   * store may send the write again until `deadline` (epoch ms) while it cannot take it.
+   */
+  abstract put(record: StoredMeta, deadline?: number): Promise<void>;
   abstract delete(reqId: string): Promise<boolean>;
   /** Drops records published before `cutoff`, returning their req_ids. */
   abstract expire(cutoff: number): Promise<string[]>;

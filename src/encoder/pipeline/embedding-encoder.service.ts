@@ -118,7 +118,7 @@ export class EmbeddingEncoder {
         checkReleased(state);
       }
       const meta = { embedding_size: bytes, embedding_len: tokens, embedding_dim: dim };
-      await this.registry.publish(req.req_id, meta, req.part_idx, this.registry.self);
+      await this.registry.publish(req.req_id, meta, req.part_idx, this.registry.self, deadline);
       if (size && pre) {
         result = await this.stages.forward(part, pre, size, deadline, () => state.releaseRequested);
       }

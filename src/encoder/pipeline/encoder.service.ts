@@ -153,6 +153,7 @@ export class EncoderService {
         { embedding_size: bytes, embedding_len: tokens, embedding_dim: dim },
         req.part_idx,
         this.registry.self,
+        deadline,
       );
     });
     const stageMs = this.clock.elapsed() - stageStart;
