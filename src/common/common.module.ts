@@ -2,11 +2,15 @@ import { Global, Module } from '@nestjs/common';
 import { AdminTokenGuard } from './auth/admin-token.guard';
 import { Clock } from './clock';
 import { Deadlines } from './deadline';
+import { Readiness, ReadinessInterceptor } from './readiness';
 
-/** Cross-cutting providers every feature may inject: the clock, call deadlines, the admin guard. */
+/**
+ * Cross-cutting providers every feature may inject: the clock, call deadlines, the admin
+ * guard, the process's readiness to serve.
+ */
 @Global()
 @Module({
-  providers: [Clock, Deadlines, AdminTokenGuard],
-  exports: [Clock, Deadlines, AdminTokenGuard],
+  providers: [Clock, Deadlines, AdminTokenGuard, Readiness, ReadinessInterceptor],
+  exports: [Clock, Deadlines, AdminTokenGuard, Readiness, ReadinessInterceptor],
 })
 export class CommonModule {}

@@ -1,3 +1,4 @@
+import { AwaitsReadiness } from '../common/readiness';
 import { NatsOperation } from '../common/openapi/nats-operation';
 import { Body, Controller, Get, HttpCode, Param, Post, Req, Res, UseGuards } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
@@ -28,6 +29,7 @@ import { DeliveryService, type SendStatus } from './delivery.service';
  * here, or forwarded to its owner when the metadata store is shared.
  */
 @ApiTags('delivery')
+@AwaitsReadiness()
 @Controller()
 export class DeliveryController {
   constructor(private readonly delivery: DeliveryService) {}

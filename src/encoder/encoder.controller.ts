@@ -1,3 +1,4 @@
+import { AwaitsReadiness } from '../common/readiness';
 import { z } from 'zod';
 import { NatsOperation } from '../common/openapi/nats-operation';
 import { Body, Controller, Get, HttpCode, Post } from '@nestjs/common';
@@ -16,6 +17,7 @@ import { encodeResponseSchema, type EncodeResponse } from './encode-response';
  * process's pipeline or, in a DP supervisor, on its workers (EncodeGateway).
  */
 @ApiTags('encoder')
+@AwaitsReadiness()
 @Controller()
 export class EncoderController {
   constructor(private readonly gateway: EncodeGateway) {}

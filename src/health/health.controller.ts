@@ -1,6 +1,13 @@
 import { Controller, Get, Res, ServiceUnavailableException } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
-import { HealthCheck, HealthCheckService, type HealthCheckResult } from '@nestjs/terminus';
+import {
+  HealthCheck,
+  HealthCheckService,
+  HealthIndicatorService,
+  type HealthCheckResult,
+  type HealthIndicatorResult,
+} from '@nestjs/terminus';
+import { Readiness } from '../common/readiness';
 import type { Response } from 'express';
 import { HealthIndicators } from './health.indicators';
 
@@ -10,6 +17,8 @@ export class HealthController {
   constructor(
     private readonly health: HealthCheckService,
     private readonly indicators: HealthIndicators,
+    private readonly indicator: HealthIndicatorService,
+    private readonly readiness: Readiness,
   ) {}
 
   /** Liveness: the process answers HTTP. No dependency is consulted. */
@@ -38,16 +47,27 @@ export class HealthController {
     return { ...result, details: { ...result.details, ...nats } };
   }
 
-  /** Readiness for everything, NATS included: route NATS traffic here only when 200. */
+  /**
+   * Readiness for everything, NATS included: route traffic here only when 200. `serving`
+   * turns up when the process joins its NATS subjects (Readiness), so the load balancer
+   * and the queue group start sending calls at the same moment.
+   */
   @Get('ready')
   @HealthCheck()
   ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
     return this.run(res, [
+      () => this.serving(),
       () => this.indicators.natsConnection(),
       () => this.indicators.registryBounds(),
       () => this.indicators.eventLoop(),
       () => this.indicators.encoder(),
     ]);
+  }
+
+  private serving(): HealthIndicatorResult {
+    const check = this.indicator.check('serving');
+    if (this.readiness.serving) return check.up();
+    return check.down({ waiting_for: this.readiness.waitingFor });
   }
 
   /** 200 with the detail when every indicator is up; 503 with the same detail when not. */

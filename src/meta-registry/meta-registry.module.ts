@@ -1,4 +1,5 @@
 import { Clock } from '../common/clock';
+import { Readiness } from '../common/readiness';
 import { Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { NatsConnectionService } from '../transport/nats-connection.service';
@@ -16,11 +17,15 @@ function makeStore(
   nats: NatsConnectionService,
   link: ParentLink,
   clock: Clock,
+  readiness: Readiness,
 ): MetaStore {
-  if (config.registry.store === 'jetstream') return new JetStreamMetaStore(nats, config, clock);
+  let store: MetaStore;
+  if (config.registry.store === 'jetstream') store = new JetStreamMetaStore(nats, config, clock);
   // A DP worker mirrors its records to its supervisor; with JetStream, everyone shares the bucket.
-  if (link.channel) return new ParentMirroredStore(config.registry.maxEntries, link.channel);
-  return new MemoryMetaStore(config.registry.maxEntries);
+  else if (link.channel) store = new ParentMirroredStore(config.registry.maxEntries, link.channel);
+  else store = new MemoryMetaStore(config.registry.maxEntries);
+  readiness.require('metadata store', store.ready());
+  return store;
 }
 
 @Module({
@@ -28,7 +33,7 @@ function makeStore(
   providers: [
     {
       provide: MetaStore,
-      inject: [AppConfig, NatsConnectionService, ParentLink, Clock],
+      inject: [AppConfig, NatsConnectionService, ParentLink, Clock, Readiness],
       useFactory: makeStore,
     },
     MetaRegistry,

@@ -1,3 +1,4 @@
+import { AwaitsReadiness } from '../common/readiness';
 import { NatsOperation } from '../common/openapi/nats-operation';
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
@@ -24,6 +25,7 @@ import { MetadataService } from './metadata.service';
 
 /** The metadata registry over NATS (publish, wait, has) and SGLang's HTTP metadata pull. */
 @ApiTags('metadata')
+@AwaitsReadiness()
 @Controller()
 export class MetadataController {
   constructor(private readonly metadata: MetadataService) {}

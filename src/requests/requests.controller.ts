@@ -1,3 +1,4 @@
+import { AwaitsReadiness } from '../common/readiness';
 import { NatsOperation } from '../common/openapi/nats-operation';
 import { Controller, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { MessagePattern, Payload } from '@nestjs/microservices';
@@ -16,6 +17,7 @@ import { RequestLifecycle } from './request-lifecycle.service';
  * a release for an embedding staged elsewhere goes to its owner; one for a req_id with no
  * metadata anywhere leaves its tombstone here, at once.
  */
+@AwaitsReadiness()
 @Controller()
 export class RequestsController {
   constructor(private readonly lifecycle: RequestLifecycle) {}

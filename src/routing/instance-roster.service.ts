@@ -9,6 +9,8 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Clock } from '../common/clock';
+import { Readiness } from '../common/readiness';
+import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
@@ -44,18 +46,33 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   private watcher?: QueuedIterator<KvWatchEntry>;
   private timer?: NodeJS.Timeout;
   private closed = false;
+  private readonly stopping = new AbortController();
   private httpUrl = '';
   /** When this instance's last heartbeat was stored (0: never). */
   private lastBeatStored = 0;
+  /**
+   * Since when every heartbeat of ours was stored, none failed or skipped (undefined: the
+   * last one did not make it). See `trustworthy`.
+   */
+  private storedSince?: number;
+  /** When the heartbeat still waiting for the store was sent (undefined: none waits). */
+  private beatSentAt?: number;
   private readonly startedAt: number;
+
+  /** Resolves once this instance's first heartbeat is stored (it is in the roster). */
+  private listed!: () => void;
 
   constructor(
     private readonly config: AppConfig,
     private readonly nats: NatsConnectionService,
     private readonly clock: Clock,
     private readonly role: ProcessRole,
+    readiness: Readiness,
   ) {
     this.startedAt = clock.now();
+    // Peers route calls here by the roster: serve once this instance is in it.
+    if (this.enabled)
+      readiness.require('instance roster', new Promise<void>((r) => (this.listed = r)));
   }
 
   /** With a shared store; a DP worker is part of its supervisor's instance, not one itself. */
@@ -77,17 +94,29 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     void this.start();
   }
 
+  /** Opens the roster's bucket, retrying until it can (JetStream may come up after NATS). */
   private async start(): Promise<void> {
-    try {
-      const nc = await this.nats.connection();
-      this.kv = await new Kvm(jetstream(nc)).create(`${this.config.registry.kvBucket}_instances`, {
-        history: 1,
-        ttl: this.ttlMs,
-        replicas: this.config.registry.kvReplicas,
-      });
-    } catch (err) {
-      if (!this.closed) this.logger.warn({ err: (err as Error).message }, 'roster unavailable');
-      return;
+    for (let attempt = 1; !this.kv; attempt++) {
+      try {
+        const nc = await this.nats.connection();
+        this.kv = await new Kvm(jetstream(nc)).create(
+          `${this.config.registry.kvBucket}_instances`,
+          {
+            history: 1,
+            ttl: this.ttlMs,
+            replicas: this.config.registry.kvReplicas,
+          },
+        );
+      } catch (err) {
+        if (this.closed) return;
+        const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
+        this.logger.warn(
+          { err: (err as Error).message, retryInMs: delay },
+          'roster unavailable; retrying',
+        );
+        await sleep(delay, this.stopping.signal).catch(() => undefined);
+        if (this.closed) return;
+      }
     }
     await this.beat();
     this.timer = setInterval(() => void this.beat(), this.config.instance.heartbeatMs);
@@ -107,25 +136,48 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   }
 
   private async beat(): Promise<void> {
-    if (!this.kv || this.closed || this.nats.state !== 'connected') return;
+    if (!this.kv || this.closed) return;
+    if (this.nats.state !== 'connected') {
+      this.storedSince = undefined; // a beat skipped: the peers' may be missing too
+      return;
+    }
+    if (this.beatSentAt !== undefined) return; // the last one still waits for the store
     const info = this.info();
     this.seen.set(info.id, { info, at: this.clock.now() });
+    this.beatSentAt = this.clock.now();
     try {
       await this.kv.put(info.id, JSON.stringify(info));
       this.lastBeatStored = this.clock.now();
+      this.storedSince ??= this.lastBeatStored;
+      this.listed();
     } catch (err) {
+      this.storedSince = undefined;
       this.logger.warn({ err: (err as Error).message }, 'heartbeat not stored');
+    } finally {
+      this.beatSentAt = undefined;
     }
   }
 
   /**
-   * Whether the roster itself works: this instance's own heartbeat was stored within the
-   * last three beats. While it does not (NATS or JetStream recovering: a leader election
-   * after a node restart took longer than three test beats here), a missing heartbeat
-   * proves nothing, and nobody is called gone for it.
+   * Whether the roster itself works: every heartbeat of this instance over the last three
+   * beats was stored, promptly. Only then does a peer's silence over the same span mean
+   * the peer, not the store. While it does not (NATS reconnecting; JetStream electing a
+   * leader for the roster's stream after a node loss, 3–9 s), a missing heartbeat proves
+   * nothing, and nobody is called gone for it (an owner that died is still caught by "no
+   * responders"). Before, one stored beat within the span was enough, and a peer whose
+   * last beat landed just before the store stopped was called gone while ours, a little
+   * later, still counted: the fault bench saw sends answered `owner_gone` for a live owner.
    */
   get trustworthy(): boolean {
-    return this.clock.now() - this.lastBeatStored < this.ttlMs;
+    const now = this.clock.now();
+    const pendingTooLong =
+      this.beatSentAt !== undefined && now - this.beatSentAt > this.config.instance.heartbeatMs;
+    return (
+      !pendingTooLong &&
+      this.storedSince !== undefined &&
+      now - this.storedSince >= this.ttlMs &&
+      now - this.lastBeatStored < this.ttlMs
+    );
   }
 
   /** Every instance's heartbeats, from the current values on (the watcher heals itself). */
@@ -208,6 +260,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   /** Before the NATS drain: leave the roster while the connection is still up. */
   async beforeApplicationShutdown(): Promise<void> {
     this.closed = true;
+    this.stopping.abort();
     clearInterval(this.timer);
     this.watcher?.stop();
     // Leave at once rather than after three silent beats: calls for this instance's

@@ -2,6 +2,7 @@ import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
 import type { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
+import type { Readiness } from '../common/readiness';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
 import { OverloadGate, sheddable } from './overload-gate';
 import { QueueGroupMembership } from './queue-group-membership';
@@ -36,6 +37,7 @@ export class EpdNatsServer extends ServerNats {
     nats: NatsConnectionService,
     config: AppConfig,
     private readonly role: ProcessRole,
+    private readonly readiness: Readiness,
   ) {
     super({
       queue: config.nats.queueGroup,
@@ -62,16 +64,26 @@ export class EpdNatsServer extends ServerNats {
   }
 
   /**
-   * Ready only once the server has our subscriptions: without the flush, a request sent
-   * right after start-up can meet "no responders".
+   * Subscribes only once the process can serve (Readiness: the metadata store open, the
+   * model loaded, the roster written): a call the queue group gives this process before
+   * then would be refused although another instance, or a wait of a few ms, would have
+   * served it (seen at start-up under load: 503 "KV bucket … is not open yet"). Serving
+   * only once the server has the subscriptions: without the flush, a request sent right
+   * after start-up can meet "no responders". /health/ready turns 200 at that moment.
    */
   override start(callback: (err?: unknown) => void): void {
-    super.start(() => undefined);
-    this.nats
-      .connection()
+    this.readiness
+      .whenReady()
+      .then(() => {
+        super.start(() => undefined);
+        return this.nats.connection();
+      })
       .then((nc) => nc.flush())
       .then(
-        () => callback(),
+        () => {
+          this.readiness.markServing();
+          callback();
+        },
         (err: unknown) => {
           if (!this.nats.stoppedBeforeConnect) callback(err);
         },

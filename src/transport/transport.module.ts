@@ -1,6 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
+import { Readiness } from '../common/readiness';
 import { EpdNatsServer } from './epd-nats.server';
 import { NatsConnectionService } from './nats-connection.service';
 import { NatsForwarder } from './nats-forwarder';
@@ -22,9 +23,13 @@ import { ParentLink } from './parent-link';
     ParentLink,
     {
       provide: EpdNatsServer,
-      inject: [NatsConnectionService, AppConfig, ProcessRole],
-      useFactory: (nats: NatsConnectionService, config: AppConfig, role: ProcessRole) =>
-        new EpdNatsServer(nats, config, role),
+      inject: [NatsConnectionService, AppConfig, ProcessRole, Readiness],
+      useFactory: (
+        nats: NatsConnectionService,
+        config: AppConfig,
+        role: ProcessRole,
+        readiness: Readiness,
+      ) => new EpdNatsServer(nats, config, role, readiness),
     },
     {
       provide: IpcRpcServer,

@@ -34,6 +34,13 @@ export const Errors = {
       reqId,
       'registry_full',
     ),
+  notReady: (waitingFor: string) =>
+    new MMError(
+      `instance not ready to serve yet (waiting for: ${waitingFor})`,
+      503,
+      undefined,
+      'not_ready',
+    ),
   storeUnavailable: (store: string, reason: string, reqId?: string) =>
     new MMError(`metadata store ${store} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
   ownerGone: (owner: string, reqId: string) =>

@@ -26,6 +26,11 @@ export const ERROR_TYPE_DOCS = [
     when: '`EPD_REGISTRY_STORE=jetstream` and NATS (or the KV bucket) is unreachable: `metadata store jetstream unavailable: …`',
   },
   {
+    types: ['not_ready'],
+    code: '503',
+    when: 'an HTTP call reached an instance still starting (its metadata store, model or roster not ready) and its deadline passed first: `instance not ready to serve yet (waiting for: …)`; retry, or send it to another instance',
+  },
+  {
     types: ['owner_gone'],
     code: '503',
     when: 'a per-req_id call for an embedding staged on an instance that is gone: `owner instance {id} of req_id={req_id} is gone; …`',

@@ -1,5 +1,6 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Errors } from '../../common/errors/error-catalogue';
+import { Readiness } from '../../common/readiness';
 import { AppConfig } from '../../config/app-config';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { EncoderBackend } from '../backend/encoder-backend';
@@ -48,6 +49,7 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     private readonly preprocessor: Preprocessor,
     private readonly backend: EncoderBackend,
     private readonly scheduler: EncodeScheduler,
+    private readonly readiness: Readiness,
   ) {
     this.stagingDtype = config.encoder.stagingDtype;
     this.bytesPerValue = DTYPE_BYTES[this.stagingDtype];
@@ -59,7 +61,8 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   }
 
   onModuleInit(): void {
-    // Load the models now, so the first request does not pay for it; readiness reports it.
+    // Load the models now, so the first request does not pay for it; serve once loaded.
+    this.readiness.require('model', this.backend.info());
     this.backend.info().catch((err: unknown) => {
       if (!this.closing) this.logger.error({ err }, 'model load failed');
     });

@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Clock } from '../../common/clock';
+import { Readiness } from '../../common/readiness';
 import { Errors } from '../../common/errors/error-catalogue';
 import { Test } from '@nestjs/testing';
 import { AppConfig } from '../../config/app-config';
@@ -127,6 +128,7 @@ async function wire(
   const moduleRef = await Test.createTestingModule({
     providers: [
       Clock,
+      Readiness,
       { provide: AppConfig, useValue: config },
       { provide: ProcessRole, useValue: new ProcessRole('single', 0) },
       { provide: MetaRegistry, useValue: registry },

@@ -1,0 +1,122 @@
+import {
+  applyDecorators,
+  Injectable,
+  Logger,
+  SetMetadata,
+  UseInterceptors,
+  type CallHandler,
+  type ExecutionContext,
+  type NestInterceptor,
+} from '@nestjs/common';
+import { from, mergeMap, type Observable } from 'rxjs';
+import { Clock } from './clock';
+import { callOf, Deadlines } from './deadline';
+import { Errors } from './errors/error-catalogue';
+import { withTimeout } from './timeout';
+
+interface Condition {
+  met: boolean;
+  /** Why it is not met, once its promise rejected. */
+  error?: string;
+}
+
+/**
+ * When this process may serve: every condition a feature requires (the metadata store
+ * open, the model loaded, the instance roster written) met. The NATS server joins its
+ * queue groups and instance subjects only then, and marks itself serving; /health/ready
+ * reports `serving` up from that moment, so a load balancer and the NATS queue group
+ * start sending calls at the same time. A data-plane HTTP call that arrives earlier waits
+ * for it within its own deadline (`@AwaitsReadiness()`).
+ *
+ * Conditions are required while the app initialises (constructors, onModuleInit); the
+ * first wait happens after that, when the servers start.
+ */
+@Injectable()
+export class Readiness {
+  private readonly logger = new Logger('Readiness');
+  private readonly conditions = new Map<string, Condition>();
+  private resolveReady!: () => void;
+  private readonly readyPromise = new Promise<void>((resolve) => (this.resolveReady = resolve));
+  private isServing = false;
+
+  constructor(private readonly clock: Clock) {}
+
+  /** `met` resolves when `name` holds; if it rejects, the process never serves (health says why). */
+  require(name: string, met: Promise<unknown>): void {
+    const condition: Condition = { met: false };
+    this.conditions.set(name, condition);
+    const started = this.clock.elapsed();
+    met.then(
+      () => {
+        condition.met = true;
+        this.logger.log(
+          { condition: name, ms: Math.round(this.clock.elapsed() - started) },
+          `${name}: ready`,
+        );
+        this.check();
+      },
+      (err: unknown) => {
+        condition.error = (err as Error).message;
+      },
+    );
+  }
+
+  private check(): void {
+    if ([...this.conditions.values()].every((c) => c.met)) this.resolveReady();
+  }
+
+  /** Resolves once every required condition is met (at once if none was required). */
+  whenReady(): Promise<void> {
+    this.check();
+    return this.readyPromise;
+  }
+
+  get ready(): boolean {
+    return [...this.conditions.values()].every((c) => c.met);
+  }
+
+  /** The conditions not met yet, with the reason of those that failed. */
+  get waitingFor(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [name, c] of this.conditions) if (!c.met) out[name] = c.error ?? 'pending';
+    return out;
+  }
+
+  /** The NATS server has joined its subjects (after every condition was met). */
+  markServing(): void {
+    this.isServing = true;
+  }
+
+  get serving(): boolean {
+    return this.isServing;
+  }
+}
+
+/**
+ * A data-plane handler (or a controller of them) whose HTTP calls wait for the process to
+ * be ready, within the call's deadline, instead of meeting a store that is not open yet;
+ * at the deadline, 503 `not_ready` naming what is still missing. NATS calls need no wait:
+ * they reach the process only once it serves.
+ */
+export const AwaitsReadiness = () =>
+  applyDecorators(SetMetadata('epd:awaits-readiness', true), UseInterceptors(ReadinessInterceptor));
+
+@Injectable()
+export class ReadinessInterceptor implements NestInterceptor {
+  constructor(
+    private readonly readiness: Readiness,
+    private readonly deadlines: Deadlines,
+    private readonly clock: Clock,
+  ) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (this.readiness.ready) return next.handle();
+    const deadline = this.deadlines.forCall(callOf(context));
+    const wait = withTimeout(
+      this.readiness.whenReady(),
+      Math.max(1, deadline - this.clock.now()),
+      () => Errors.notReady(Object.keys(this.readiness.waitingFor).join(', ')),
+    );
+    return from(wait).pipe(mergeMap(() => next.handle()));
+  }
+}
