@@ -21,6 +21,11 @@ const API_TIMEOUT_MS = 5_000;
  * answers in milliseconds; an attempt with no answer in this long is sent again.
  */
 const ATTEMPT_MS = 1_000;
+/**
+ * How long a put with a deadline waits for NATS to reconnect: what moving to another node
+ * of the cluster takes. Past it, NATS is down, and calls fail at once with 503.
+ */
+const RECONNECT_GRACE_MS = 3_000;
 /** Deleted keys remembered (their revision): the most recent ones when there are more. */
 const MAX_TOMBSTONES = 10_000;
 
@@ -70,6 +75,8 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   /** Deletes whose purge the stream has not accepted yet, oldest first: key → revision. */
   private readonly purging = new Map<string, number>();
   private purger?: Promise<void>;
+  /** Since when NATS is not connected (undefined: it is). */
+  private disconnectedAt?: number;
   private closed = false;
   /** Set while a deleted bucket is being recreated. */
   private recreating?: Promise<void>;
@@ -92,7 +99,12 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     this.readyPromise.catch(() => undefined);
     // Disconnected, the watcher may miss deletes: forget the mirror, read the bucket.
     this.connectionStates = this.nats.states.subscribe((state) => {
-      if (state !== 'connected') this.forget();
+      if (state === 'connected') {
+        this.disconnectedAt = undefined;
+        return;
+      }
+      this.disconnectedAt ??= this.clock.now();
+      this.forget();
     });
     void this.start();
   }
@@ -283,29 +295,35 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   }
 
   /**
-   * With a `deadline`, an attempt that gets no answer within ATTEMPT_MS, or finds the
-   * stream without a leader, is sent again while the deadline leaves time for one: a put
-   * is idempotent (the same record under the same key). A bucket at its bound (507) is
-   * final at once.
+   * With a `deadline`, an attempt that gets no answer within ATTEMPT_MS, finds the stream
+   * without a leader, or finds NATS reconnecting (for up to RECONNECT_GRACE_MS), is sent
+   * again while the deadline leaves time for one: a put is idempotent (the same record
+   * under the same key). A bucket at its bound (507) is final at once, and so is NATS down
+   * for longer than the grace.
    */
   override async put(record: StoredMeta, deadline?: number): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const kv = this.connected(record.reqId);
-      const left = deadline === undefined ? API_TIMEOUT_MS : deadline - this.clock.now();
-      const put = kv.put(keyOf(record.reqId), encodeRecord(record)).catch((err: Error) => {
-        if (!/maximum messages/i.test(err.message)) throw err;
-        throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
-      });
       try {
+        // NATS reconnecting (this instance's node lost) is worth the wait as well.
+        const kv = this.connected(record.reqId);
+        const left = deadline === undefined ? API_TIMEOUT_MS : deadline - this.clock.now();
+        const put = kv.put(keyOf(record.reqId), encodeRecord(record)).catch((err: Error) => {
+          if (!/maximum messages/i.test(err.message)) throw err;
+          throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
+        });
         await this.call(put, record.reqId, Math.max(1, Math.min(left, ATTEMPT_MS)));
         return;
       } catch (err) {
         const retry = backoffMs(attempt, { baseMs: 100, maxMs: 500, jitter: 0.5 });
+        const down =
+          this.disconnectedAt !== undefined &&
+          this.clock.now() - this.disconnectedAt > RECONNECT_GRACE_MS;
         const again =
           deadline !== undefined &&
           err instanceof MMError &&
           err.type === 'store_unavailable' &&
           !this.closed &&
+          !down &&
           deadline - this.clock.now() > retry + 50;
         if (!again) throw err;
         if (attempt === 1) {
