@@ -291,7 +291,7 @@ export const METRICS = spec({
   // --- Instances and owner routing --------------------------------------------------------
   epd_encoder_owner_routing_total: {
     type: 'counter',
-    help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), or refused because the owner is gone (owner_gone); resent counts forwarded attempts sent again after 5 s without an answer (lost in transit, or an owner still waiting for the embedding)',
+    help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), or refused because the owner is gone (owner_gone) or never acknowledged the forwarded call (owner_unreachable); resent counts forwarded attempts sent again after 300 ms without a receipt from the owner (lost in transit)',
     labels: ['outcome'],
     sglang: 'none',
   },

@@ -15,6 +15,7 @@ export class RoutingMetrics extends OwnedMetrics {
         forwarded: s.forwarded,
         dp_rank: s.toRank,
         owner_gone: s.ownerGone,
+        owner_unreachable: s.unreachable,
         resent: s.resent,
       };
     });

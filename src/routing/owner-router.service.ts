@@ -47,13 +47,15 @@ export function routeOptions(
  * peer instances (EPD_REGISTRY_STORE=jetstream; forwarded over NATS to the instance,
  * which routes on to its rank) and this instance's DP workers (EPD_DP_SIZE > 1; through
  * the supervisor's LocalRanks, which also knows the rank of an encode still in flight).
- * Never a silent retry elsewhere: an owner that is gone gives 503 `owner_gone` at once.
+ * Never a silent retry elsewhere: an owner that is gone gives 503 `owner_gone` at once,
+ * one that never acknowledges the call (NatsForwarder) 503 `owner_unreachable` within
+ * about a second.
  * A single process on the memory store, and every DP worker, answers every call itself.
  */
 @Injectable()
 export class OwnerRouter {
   private readonly logger = new Logger('OwnerRouter');
-  private readonly counters = { local: 0, forwarded: 0, toRank: 0, ownerGone: 0 };
+  private readonly counters = { local: 0, forwarded: 0, toRank: 0, ownerGone: 0, unreachable: 0 };
   private readonly routes: boolean;
 
   constructor(
@@ -69,12 +71,16 @@ export class OwnerRouter {
     this.routes = ranks.active || roster.enabled;
   }
 
-  /** `resent`: forwarded attempts sent again after no answer within FORWARD_ATTEMPT_MS. */
+  /**
+   * `resent`: forwarded attempts sent again after no receipt within RECEIPT_MS;
+   * `unreachable`: forwarded calls no attempt of which was acknowledged.
+   */
   get stats(): {
     local: number;
     forwarded: number;
     toRank: number;
     ownerGone: number;
+    unreachable: number;
     resent: number;
   } {
     return { ...this.counters, resent: this.forwarder.resent };
@@ -154,6 +160,10 @@ export class OwnerRouter {
     this.counters.forwarded++;
     return this.forwarder.request<T>(subject, body, deadline, reqId, {
       noResponders: () => this.gone(owner, reqId),
+      unreachable: () => {
+        this.counters.unreachable++;
+        return Errors.ownerUnreachable(owner.instance, dp, reqId);
+      },
       timeout: () =>
         Errors.deadlineExceeded(`${dp} forwarded to owner instance ${owner.instance}`, reqId),
     });

@@ -1,9 +1,10 @@
-import type { Msg, NatsConnection } from '@nats-io/transport-node';
+import { Empty, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { ServerNats } from '@nestjs/microservices';
 import type { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import type { Readiness } from '../common/readiness';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
+import { RECEIPT_HEADER, RECEIPT_VALUE } from './nats-forwarder';
 import { OverloadGate, sheddable } from './overload-gate';
 import { QueueGroupMembership } from './queue-group-membership';
 import { ReplySerializer } from './reply.serializer';
@@ -94,18 +95,28 @@ export class EpdNatsServer extends ServerNats {
     const { subjectPrefix: prefix, queueGroup: queue } = this.config.nats;
     const { rank } = this.role;
     const id = this.config.instance.id;
+    const receipt = headers();
+    receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
     for (const dpType of this.messageHandlers.keys()) {
       // Nest types the handler as Function; nats.js calls it as (error, msg).
       const handler = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
       // With tracing on, a caller's `traceparent` header parents the handler's spans
       // (inside the gate: a queued call runs later, outside the receiving turn).
-      const callback = this.gate.wrap(
+      const gated = this.gate.wrap(
         dpType,
         tracingEnabled()
           ? (err: Error | null, msg: Msg) =>
               withContext(contextFromNats(msg.headers), () => handler(err, msg))
           : handler,
       );
+      // A caller that asks (NatsForwarder) is told at once that the call arrived, before
+      // the gate: it then knows a slow answer from a request lost in transit.
+      const callback = (err: Error | null, msg: Msg) => {
+        if (msg.reply && msg.headers?.has(RECEIPT_HEADER)) {
+          client.publish(msg.reply, Empty, { headers: receipt });
+        }
+        gated(err, msg);
+      };
       // The queue group's subscription: withdrawn while this process sheds, if it may be.
       const shared = (subject: string) => {
         const subscribe = () => client.subscribe(subject, { queue, callback });

@@ -43,6 +43,13 @@ export const Errors = {
     ),
   storeUnavailable: (store: string, reason: string, reqId?: string) =>
     new MMError(`metadata store ${store} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
+  ownerUnreachable: (owner: string, dp: string, reqId: string) =>
+    new MMError(
+      `owner instance ${owner} of req_id=${reqId} did not acknowledge the forwarded ${dp} (lost in transit; NATS recovering from a node loss?); retry`,
+      503,
+      reqId,
+      'owner_unreachable',
+    ),
   ownerGone: (owner: string, reqId: string) =>
     new MMError(
       `owner instance ${owner} of req_id=${reqId} is gone; the staged embedding is lost`,

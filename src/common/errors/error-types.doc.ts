@@ -31,6 +31,11 @@ export const ERROR_TYPE_DOCS = [
     when: 'an HTTP call reached an instance still starting (its metadata store, model or roster not ready) and its deadline passed first: `instance not ready to serve yet (waiting for: …)`; retry, or send it to another instance',
   },
   {
+    types: ['owner_unreachable'],
+    code: '503',
+    when: 'a per-req_id call forwarded to the instance that holds the embedding was not acknowledged by it after 3 attempts of 300 ms (lost in transit): `owner instance {id} of req_id={req_id} did not acknowledge the forwarded {dp_type} …; retry`. The embedding is not known to be lost: retry the call',
+  },
+  {
     types: ['owner_gone'],
     code: '503',
     when: 'a per-req_id call for an embedding staged on an instance that is gone: `owner instance {id} of req_id={req_id} is gone; …`',
