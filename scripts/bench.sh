@@ -31,6 +31,7 @@ lane_b() {
   bench dist-bench/bench/dp-workers.bench.js
   bench dist-bench/bench/embedding-cache.bench.js
   bench dist-bench/bench/overload.bench.js
+  bench dist-bench/bench/failover.bench.js
 }
 
 if [ ${#mode[@]} -eq 0 ]; then
