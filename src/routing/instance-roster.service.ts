@@ -216,7 +216,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   }
 
   /** Whether `id` heartbeat within the last three beats, by the watcher's record alone. */
-  private seenAlive(id: string): boolean {
+  heardFrom(id: string): boolean {
     if (id === this.config.instance.id) return true;
     const s = this.seen.get(id);
     return s !== undefined && this.clock.now() - s.at < this.ttlMs;
@@ -229,7 +229,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
    * instance gone, the bucket itself is asked, in case the watcher is behind.
    */
   async isAlive(id: string): Promise<boolean> {
-    if (this.seenAlive(id) || !this.trustworthy) return true;
+    if (this.heardFrom(id) || !this.trustworthy) return true;
     const entry = await this.kv?.get(id).catch(() => null);
     if (entry?.operation !== 'PUT') return false;
     const at = entry.created.getTime();
@@ -251,7 +251,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
       .map(({ info, at }) => ({
         ...info,
         last_heartbeat_ms_ago: now - at,
-        alive: this.seenAlive(info.id),
+        alive: this.heardFrom(info.id),
         self: info.id === self.id,
       }))
       .sort((a, b) => a.id.localeCompare(b.id));

@@ -52,7 +52,11 @@ function forwarder(script: Behaviour[]) {
   return { f: new NatsForwarder(nats, new Clock()), calls };
 }
 
-const failures = {
+const failures: {
+  noResponders: () => Error | undefined;
+  unreachable: () => Error;
+  timeout: () => Error;
+} = {
   noResponders: () => new Error('gone'),
   unreachable: () => new Error('unreachable'),
   timeout: () => new Error('timed out'),
@@ -94,6 +98,13 @@ describe('NatsForwarder (forwarded calls over at-most-once NATS, with receipts)'
     const { f, calls } = forwarder(['no-responders']);
     await expect(f.request('s', {}, Date.now() + 60_000, 'r', failures)).rejects.toThrow('gone');
     expect(calls).toHaveLength(1);
+  });
+
+  it('no responders from an owner still alive (moving to another node) is an attempt lost in transit', async () => {
+    const { f, calls } = forwarder(['no-responders', 'answer']);
+    const alive = { ...failures, noResponders: () => undefined };
+    await expect(f.request('s', {}, Date.now() + 60_000, 'r', alive)).resolves.toEqual({ ok: 2 });
+    expect(calls).toHaveLength(2);
   });
 
   it('an answer without a receipt (an owner that sends none) is the answer', async () => {

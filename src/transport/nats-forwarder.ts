@@ -18,8 +18,11 @@ interface Reply {
 
 /** What a forwarded call's transport failures become, in the caller's words. */
 export interface ForwardFailures {
-  /** Nobody subscribes to the subject: the addressee is gone. */
-  noResponders: () => Error;
+  /**
+   * Nobody subscribes to the subject: the addressee is gone, or (undefined) only moving to
+   * another node, and the attempt counts as lost in transit.
+   */
+  noResponders: () => Error | undefined;
   /** No attempt was acknowledged: the addressee could not be reached (retryable). */
   unreachable: () => Error;
   /** The addressee took the call, and the deadline passed without its answer. */
@@ -114,6 +117,13 @@ export class NatsForwarder {
         Math.min(remaining, RECEIPT_MS),
         deadline + answerGraceMs,
       );
+      if (outcome.kind === 'no-responders') {
+        const gone = failures.noResponders();
+        if (gone) throw gone;
+        // Not gone: its subscriptions are on their way to another node. Lost in transit.
+        outcome = { kind: 'no-receipt' };
+        await new Promise((r) => setTimeout(r, Math.min(RECEIPT_MS, deadline - this.clock.now())));
+      }
       if (outcome.kind !== 'no-receipt') break;
       if (attempt < RECEIPT_ATTEMPTS && deadline - this.clock.now() > 1) {
         this.resent++;
@@ -124,8 +134,7 @@ export class NatsForwarder {
       }
     }
     switch (outcome!.kind) {
-      case 'no-responders':
-        throw failures.noResponders();
+      case 'no-responders': // handled above
       case 'no-receipt':
         this.logger.warn(
           { subject, req_id: reqId, attempts: RECEIPT_ATTEMPTS },
@@ -162,11 +171,9 @@ export class NatsForwarder {
     return new Promise<Outcome>((resolve) => {
       const inbox = createInbox();
       let received = false;
-      let receiptTimer: NodeJS.Timeout | undefined;
-      let deadlineTimer: NodeJS.Timeout | undefined;
+      const timers: NodeJS.Timeout[] = [];
       const done = (outcome: Outcome) => {
-        clearTimeout(receiptTimer);
-        clearTimeout(deadlineTimer);
+        for (const t of timers) clearTimeout(t);
         sub.unsubscribe();
         resolve(outcome);
       };
@@ -179,18 +186,19 @@ export class NatsForwarder {
           }
           if (msg.headers?.get(RECEIPT_HEADER) === RECEIPT_VALUE) {
             received = true;
-            clearTimeout(receiptTimer);
             return;
           }
           done({ kind: 'answer', msg });
         },
       });
-      receiptTimer = setTimeout(() => {
-        if (!received) done({ kind: 'no-receipt' });
-      }, receiptMs);
-      deadlineTimer = setTimeout(
-        () => done({ kind: 'deadline', received }),
-        Math.max(1, deadline - this.clock.now()),
+      timers.push(
+        setTimeout(() => {
+          if (!received) done({ kind: 'no-receipt' });
+        }, receiptMs),
+        setTimeout(
+          () => done({ kind: 'deadline', received }),
+          Math.max(1, deadline - this.clock.now()),
+        ),
       );
       nc.publish(subject, payload, { reply: inbox, headers: h });
     });
