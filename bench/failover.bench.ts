@@ -56,7 +56,7 @@ interface Trial {
 
 const TRIALS_PER_KIND = QUICK ? 1 : 13;
 /** How long the load runs after a kill before the node is restarted. */
-const OBSERVE_MS = QUICK ? 5000 : 10_000;
+const OBSERVE_MS = QUICK ? 3000 : 10_000;
 /** Calls sent this long after a kill must all succeed (the goal). */
 const SETTLED_AFTER_MS = 2000;
 const SLACK_MS = 2000;

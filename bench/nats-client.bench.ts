@@ -21,8 +21,8 @@ import { join } from 'node:path';
 import { NatsCluster } from '../test/support/nats-cluster';
 import { QUICK, machine, median, runBench, writeReport } from './common';
 
-const TRIALS = QUICK ? 2 : 8;
-const HUNG_CAP_MS = 20_000;
+const TRIALS = QUICK ? 1 : 8;
+const HUNG_CAP_MS = QUICK ? 10_000 : 20_000;
 
 /** The reconnect and ping settings of src/transport/nats-options.ts. */
 const SERVICE: Partial<ConnectionOptions> = {

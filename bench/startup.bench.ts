@@ -17,7 +17,7 @@ import { NatsServer } from '../test/support/nats-server';
 import { startServiceProcess, type ServiceProcess } from '../test/support/service-process';
 import { QUICK, machine, percentile, runBench, writeReport } from './common';
 
-const STARTS = QUICK ? 3 : 50;
+const STARTS = QUICK ? 2 : 50;
 const DEADLINE_MS = 2000;
 
 /** A process that keeps one core busy until it is killed (by its PID). */

@@ -31,25 +31,34 @@ lane_b() {
   bench dist-bench/bench/dp-workers.bench.js
   bench dist-bench/bench/embedding-cache.bench.js
   bench dist-bench/bench/overload.bench.js
+}
+# Faults on a NATS cluster: mostly waiting (a node down, a leader election), little CPU.
+lane_c() {
   bench dist-bench/bench/failover.bench.js
+  bench dist-bench/bench/nats-client.bench.js
+  bench dist-bench/bench/startup.bench.js
 }
 
 if [ ${#mode[@]} -eq 0 ]; then
   # A measurement: one benchmark at a time, nothing else on the machine of ours.
   lane_a
   lane_b
+  lane_c
 else
-  # A smoke test (it measures nothing): the two lanes at once, so that it stays under two
+  # A smoke test (it measures nothing): the lanes at once, so that it stays under two
   # minutes although most of it is services starting. Each lane's output is shown whole.
   logs="$(mktemp -d -t epd-bench-quick.XXXXXX)"
   (set -e; lane_a) >"$logs/a.log" 2>&1 &
   pid_a=$!
   (set -e; lane_b) >"$logs/b.log" 2>&1 &
   pid_b=$!
+  (set -e; lane_c) >"$logs/c.log" 2>&1 &
+  pid_c=$!
   status=0
   wait "$pid_a" || status=$?
   wait "$pid_b" || status=$?
-  cat "$logs/a.log" "$logs/b.log" >&2
+  wait "$pid_c" || status=$?
+  cat "$logs/a.log" "$logs/b.log" "$logs/c.log" >&2
   rm -rf "$logs"
   [ "$status" -eq 0 ] || { log "a quick benchmark failed (exit $status)"; exit "$status"; }
 fi
