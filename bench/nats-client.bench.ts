@@ -18,19 +18,24 @@
 import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { AppConfig } from '../src/config/app-config';
+import { natsConnectionOptions } from '../src/transport/nats-options';
 import { NatsCluster } from '../test/support/nats-cluster';
 import { QUICK, machine, median, runBench, writeReport } from './common';
 
 const TRIALS = QUICK ? 1 : 8;
 const HUNG_CAP_MS = QUICK ? 10_000 : 20_000;
 
-/** The reconnect and ping settings of src/transport/nats-options.ts. */
-const SERVICE: Partial<ConnectionOptions> = {
-  pingInterval: 2000,
-  maxPingOut: 2,
-  timeout: 2000,
-  reconnectDelayHandler: () => 100,
-};
+/** The service's own connection options (src/transport/nats-options.ts), servers aside. */
+const {
+  servers: _servers,
+  name: _name,
+  ...SERVICE
+} = natsConnectionOptions(
+  { nats: { url: [] } } as unknown as AppConfig,
+  'bench',
+  () => 100, // the first step of the service's backoff (NatsConnectionService)
+);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -223,13 +223,21 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   }
 
   /**
-   * Whether `id` may be alive: it heartbeat within the last three beats, or the roster
-   * cannot tell (see `trustworthy`; an owner that died is then still caught by "no
-   * responders"). The watcher's record answers the common case; before calling an
-   * instance gone, the bucket itself is asked, in case the watcher is behind.
+   * Whether `id` may be alive by what this process knows without a read: it heartbeat
+   * within the last three beats, or the roster cannot tell (see `trustworthy`).
+   */
+  mayBeAlive(id: string): boolean {
+    return this.heardFrom(id) || !this.trustworthy;
+  }
+
+  /**
+   * Whether `id` may be alive (`mayBeAlive`; an owner that died while the roster cannot
+   * tell is still caught by "no responders"). The watcher's record answers the common
+   * case; before calling an instance gone, the bucket itself is asked, in case the
+   * watcher is behind.
    */
   async isAlive(id: string): Promise<boolean> {
-    if (this.heardFrom(id) || !this.trustworthy) return true;
+    if (this.mayBeAlive(id)) return true;
     const entry = await this.kv?.get(id).catch(() => null);
     if (entry?.operation !== 'PUT') return false;
     const at = entry.created.getTime();

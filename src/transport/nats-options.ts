@@ -14,7 +14,9 @@ export function natsConnectionOptions(
     name,
     maxReconnectAttempts: -1,
     reconnectDelayHandler: reconnectDelay,
-    // A dead server is noticed at the next failed write or within 2 pings (4 s) when idle.
+    // A dead server is noticed at once (its socket closes: back on another node ~100 ms
+    // after a kill); a hung one after 2 pings out: left ~8 s after it stopped
+    // (bench/results/nats-client.md; nats.js's default, 2 min, was still on it after 20 s).
     pingInterval: 2000,
     maxPingOut: 2,
     timeout: 2000,
