@@ -35,6 +35,8 @@ async function main(): Promise<void> {
     EPD_KV_BUCKET: `sub_${process.pid}`,
     EPD_KV_REPLICAS: '1',
     EPD_INSTANCE_ID: id,
+    // The one published req_id must outlive the run (the default TTL is 180 s).
+    EPD_SEND_TIMEOUT_MS: '3600000',
   });
   const burners: ChildProcess[] = [];
   let a: ServiceProcess | undefined;
