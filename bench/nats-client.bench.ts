@@ -112,11 +112,13 @@ async function main(): Promise<void> {
     const killDefault = await killed({});
     const killService = await killed(SERVICE);
     const hungService = await hung(SERVICE);
-    const hungDefault = await hung({});
+    // nats.js's default is not waited out in the smoke run (--quick): it takes the cap.
+    const hungDefault = QUICK ? [] : await hung({});
     const shuffled = await landing({});
     const ordered = await landing({ noRandomize: true });
 
     const fmt = (xs: number[]) => {
+      if (xs.length === 0) return 'not measured (--quick)';
       const s = [...xs].sort((a, b) => a - b);
       const shown = (x: number) => (Number.isFinite(x) ? String(x) : `> ${HUNG_CAP_MS}`);
       return `${shown(median(s))} (${shown(s[0]!)}–${shown(s.at(-1)!)}, n=${s.length})`;
