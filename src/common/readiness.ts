@@ -1,8 +1,6 @@
 import {
-  applyDecorators,
   Injectable,
   Logger,
-  SetMetadata,
   UseInterceptors,
   type CallHandler,
   type ExecutionContext,
@@ -38,6 +36,8 @@ export class Readiness {
   private resolveReady!: () => void;
   private readonly readyPromise = new Promise<void>((resolve) => (this.resolveReady = resolve));
   private isServing = false;
+  /** Every condition met (checked on each data-plane HTTP call: kept, not recomputed). */
+  private allMet = false;
 
   constructor(private readonly clock: Clock) {}
 
@@ -45,6 +45,7 @@ export class Readiness {
   require(name: string, met: Promise<unknown>): void {
     const condition: Condition = { met: false };
     this.conditions.set(name, condition);
+    this.allMet = false;
     const started = this.clock.elapsed();
     met.then(
       () => {
@@ -62,7 +63,8 @@ export class Readiness {
   }
 
   private check(): void {
-    if ([...this.conditions.values()].every((c) => c.met)) this.resolveReady();
+    this.allMet = [...this.conditions.values()].every((c) => c.met);
+    if (this.allMet) this.resolveReady();
   }
 
   /** Resolves once every required condition is met (at once if none was required). */
@@ -72,7 +74,7 @@ export class Readiness {
   }
 
   get ready(): boolean {
-    return [...this.conditions.values()].every((c) => c.met);
+    return this.allMet;
   }
 
   /** The conditions not met yet, with the reason of those that failed. */
@@ -98,8 +100,7 @@ export class Readiness {
  * at the deadline, 503 `not_ready` naming what is still missing. NATS calls need no wait:
  * they reach the process only once it serves.
  */
-export const AwaitsReadiness = () =>
-  applyDecorators(SetMetadata('epd:awaits-readiness', true), UseInterceptors(ReadinessInterceptor));
+export const AwaitsReadiness = () => UseInterceptors(ReadinessInterceptor);
 
 @Injectable()
 export class ReadinessInterceptor implements NestInterceptor {

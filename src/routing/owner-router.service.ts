@@ -160,10 +160,11 @@ export class OwnerRouter {
     this.counters.forwarded++;
     return this.forwarder.request<T>(subject, body, deadline, reqId, {
       // Alive by its heartbeats, or the roster cannot tell (its stream electing a leader):
-      // only moving to another NATS node (seen in the fault bench ~1.2–1.5 s after a node
-      // loss); the attempt is lost in transit, not the embedding.
-      noResponders: () =>
-        this.roster.mayBeAlive(owner.instance) ? undefined : this.gone(owner, reqId),
+      // maybe only moving to another NATS node (seen in the fault bench ~1.2–1.5 s after a
+      // node loss), and tried again; gone if no attempt ever found it (a process just
+      // killed, whose last heartbeat is still fresh), within about a second.
+      noResponders: (final) =>
+        final || !this.roster.mayBeAlive(owner.instance) ? this.gone(owner, reqId) : undefined,
       unreachable: () => {
         this.counters.unreachable++;
         return Errors.ownerUnreachable(owner.instance, dp, reqId);

@@ -53,7 +53,7 @@ function forwarder(script: Behaviour[]) {
 }
 
 const failures: {
-  noResponders: () => Error | undefined;
+  noResponders: (final: boolean) => Error | undefined;
   unreachable: () => Error;
   timeout: () => Error;
 } = {
@@ -100,11 +100,24 @@ describe('NatsForwarder (forwarded calls over at-most-once NATS, with receipts)'
     expect(calls).toHaveLength(1);
   });
 
-  it('no responders from an owner still alive (moving to another node) is an attempt lost in transit', async () => {
+  it('no responders from an owner that may be alive (moving to another node) is an attempt lost in transit', async () => {
     const { f, calls } = forwarder(['no-responders', 'answer']);
-    const alive = { ...failures, noResponders: () => undefined };
-    await expect(f.request('s', {}, Date.now() + 60_000, 'r', alive)).resolves.toEqual({ ok: 2 });
+    const maybe = {
+      ...failures,
+      noResponders: (final: boolean) => (final ? new Error('gone') : undefined),
+    };
+    await expect(f.request('s', {}, Date.now() + 60_000, 'r', maybe)).resolves.toEqual({ ok: 2 });
     expect(calls).toHaveLength(2);
+  });
+
+  it('no responders on every attempt is the owner gone, even while it may still look alive', async () => {
+    const { f, calls } = forwarder(['no-responders']);
+    const maybe = {
+      ...failures,
+      noResponders: (final: boolean) => (final ? new Error('gone') : undefined),
+    };
+    await expect(f.request('s', {}, Date.now() + 60_000, 'r', maybe)).rejects.toThrow('gone');
+    expect(calls).toHaveLength(RECEIPT_ATTEMPTS);
   });
 
   it('an answer without a receipt (an owner that sends none) is the answer', async () => {

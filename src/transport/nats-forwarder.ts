@@ -19,10 +19,11 @@ interface Reply {
 /** What a forwarded call's transport failures become, in the caller's words. */
 export interface ForwardFailures {
   /**
-   * Nobody subscribes to the subject: the addressee is gone, or (undefined) only moving to
-   * another node, and the attempt counts as lost in transit.
+   * Nobody subscribes to the subject: the addressee is gone, or (undefined) it may only be
+   * moving to another node, and the attempt counts as lost in transit. `final`: every
+   * attempt met no responders, the last one included; the addressee is gone (an Error).
    */
-  noResponders: () => Error | undefined;
+  noResponders: (final: boolean) => Error | undefined;
   /** No attempt was acknowledged: the addressee could not be reached (retryable). */
   unreachable: () => Error;
   /** The addressee took the call, and the deadline passed without its answer. */
@@ -94,6 +95,7 @@ export class NatsForwarder {
   ): Promise<T> {
     const nc = await this.nats.connection();
     let outcome: Outcome | undefined;
+    let everyAttemptNoResponders = true;
     for (let attempt = 1; attempt <= RECEIPT_ATTEMPTS; attempt++) {
       const remaining = Math.max(1, deadline - this.clock.now());
       const payload = JSON.stringify({ ...body, timeout_ms: remaining });
@@ -118,11 +120,14 @@ export class NatsForwarder {
         deadline + answerGraceMs,
       );
       if (outcome.kind === 'no-responders') {
-        const gone = failures.noResponders();
+        const last = attempt === RECEIPT_ATTEMPTS || deadline - this.clock.now() <= RECEIPT_MS;
+        const gone = failures.noResponders(last && everyAttemptNoResponders);
         if (gone) throw gone;
-        // Not gone: its subscriptions are on their way to another node. Lost in transit.
+        // Maybe only moving to another node: counted as lost in transit, tried again.
         outcome = { kind: 'no-receipt' };
         await new Promise((r) => setTimeout(r, Math.min(RECEIPT_MS, deadline - this.clock.now())));
+      } else {
+        everyAttemptNoResponders = false;
       }
       if (outcome.kind !== 'no-receipt') break;
       if (attempt < RECEIPT_ATTEMPTS && deadline - this.clock.now() > 1) {
