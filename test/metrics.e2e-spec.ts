@@ -117,10 +117,12 @@ describe('Prometheus /metrics (e2e)', () => {
         'epd_encoder_wait_metadata_seconds_count{outcome="timeout"}': 2,
       };
       expect(values(text, expected)).toEqual(expected);
-      // Each timeout took at least its 200 ms; no ok wait took that long.
+      // Each timeout took about its 200 ms; no ok wait took that long. The deadline counts
+      // from the call's arrival and the histogram from the wait's start, a few ms later
+      // on a busy machine (CI saw 2 × 195 ms), so the bound leaves 20 ms for that.
       expect(
         value(text, 'epd_encoder_wait_metadata_seconds_sum{outcome="timeout"}'),
-      ).toBeGreaterThanOrEqual(0.4);
+      ).toBeGreaterThanOrEqual(2 * 0.18);
       expect(
         value(text, 'epd_encoder_wait_metadata_seconds_bucket{le="0.1",outcome="timeout"}'),
       ).toBe(0);

@@ -52,8 +52,9 @@ const MAX_TOMBSTONES = 10_000;
  *   that window gets no answer or "jetstream is not enabled". A put made with a deadline
  *   (an encode's metadata) is sent again until it lands or the deadline is near. A delete
  *   takes effect at once (the key reads as absent on every instance, through the evict
- *   broadcast on core NATS, which needs no leader) and its purge follows in the background
- *   until the stream accepts it: a release never waits for an election.
+ *   broadcast on core NATS, which needs no leader); its purge is awaited for up to
+ *   ATTEMPT_MS, then goes on in the background until the stream accepts it: a release
+ *   never waits for an election.
  */
 export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdown {
   private readonly logger = new Logger('JetStreamMetaStore');
@@ -353,12 +354,34 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       this.evictSubject,
       JSON.stringify({ key, revision: present.revision }),
     );
-    this.purging.delete(key);
-    this.purging.set(key, present.revision);
-    // Bounded: past it, the oldest purges are left to the bucket's max age.
-    if (this.purging.size > MAX_TOMBSTONES) this.purging.delete(this.purging.keys().next().value!);
-    this.purger ??= this.purge().finally(() => (this.purger = undefined));
+    // Normally the stream takes the purge in milliseconds, and the bucket's count is exact
+    // when the call returns. Without a leader it answers nothing: the purge goes on in the
+    // background, and the caller is answered within ATTEMPT_MS.
+    const landed = await this.purgeKey(key, present.revision, reqId).then(
+      () => true,
+      () => false,
+    );
+    if (!landed) {
+      this.purging.delete(key);
+      this.purging.set(key, present.revision);
+      // Bounded: past it, the oldest purges are left to the bucket's max age.
+      if (this.purging.size > MAX_TOMBSTONES)
+        this.purging.delete(this.purging.keys().next().value!);
+      this.purger ??= this.purge().finally(() => (this.purger = undefined));
+    }
     return true;
+  }
+
+  /** One purge of `key`'s messages up to `revision`, bounded by ATTEMPT_MS. */
+  private async purgeKey(key: string, revision: number, reqId?: string): Promise<void> {
+    await this.call(
+      this.jsm!.streams.purge(`KV_${this.bucketName}`, {
+        filter: `$KV.${this.bucketName}.${key}`,
+        seq: revision + 1,
+      }),
+      reqId,
+      ATTEMPT_MS,
+    );
   }
 
   /**
@@ -371,14 +394,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     while (this.purging.size > 0 && !this.closed) {
       const [key, revision] = this.purging.entries().next().value!;
       try {
-        await this.call(
-          this.jsm!.streams.purge(`KV_${this.bucketName}`, {
-            filter: `$KV.${this.bucketName}.${key}`,
-            seq: revision + 1,
-          }),
-          undefined,
-          ATTEMPT_MS,
-        );
+        await this.purgeKey(key, revision);
         attempt = 0;
         if (this.purging.get(key) === revision) this.purging.delete(key);
       } catch (err) {
