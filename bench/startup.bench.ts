@@ -58,7 +58,9 @@ async function main(): Promise<void> {
       { timeout: 5000 },
     );
     if (published.json<{ err?: unknown }>().err) throw new Error('publish failed');
-    burners.push(burner(), burner());
+    // Not in the smoke run (--quick): it runs beside the other lanes, whose services the
+    // two burners starved (CI: shared-metadata's service stepped out of its queue group).
+    if (!QUICK) burners.push(burner(), burner());
 
     const client = async () => {
       while (!stop) {
