@@ -238,7 +238,13 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
    */
   async isAlive(id: string): Promise<boolean> {
     if (this.mayBeAlive(id)) return true;
-    const entry = await this.kv?.get(id).catch(() => null);
+    const entry = await this.kv?.get(id).then(
+      (e) => e,
+      () => 'unreadable' as const,
+    );
+    // A read that failed proves nothing (the roster's stream electing a leader, NATS
+    // reconnecting): never called gone for it.
+    if (entry === 'unreadable') return true;
     if (entry?.operation !== 'PUT') return false;
     const at = entry.created.getTime();
     if (this.clock.now() - at >= this.ttlMs) return false;
