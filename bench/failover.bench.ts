@@ -82,15 +82,7 @@ async function main(): Promise<void> {
   const prefix = `fob${process.pid}`;
   const bucket = `fob_${process.pid}`;
   const streams = [`KV_${bucket}`, `KV_${bucket}_instances`];
-  const env = (id: string, servers: string[]) => ({
-    EPD_NATS_URL: servers.join(','),
-    EPD_SUBJECT_PREFIX: prefix,
-    EPD_REGISTRY_STORE: 'jetstream',
-    EPD_KV_BUCKET: bucket,
-    EPD_KV_REPLICAS: '3',
-    EPD_INSTANCE_ID: id,
-    EPD_INSTANCE_HEARTBEAT_MS: '500',
-  });
+  const env = (id: string, servers: string[]) => cluster.instanceEnv(id, prefix, bucket, servers);
   const envs = {
     a: env('inst-a', cluster.urls),
     b: env('inst-b', [cluster.urls[1]!, cluster.urls[2]!, cluster.urls[0]!]),

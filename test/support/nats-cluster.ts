@@ -51,6 +51,22 @@ export class NatsCluster {
     return i;
   }
 
+  /**
+   * The environment of an instance on this cluster sharing the R3 metadata bucket
+   * `bucket` under subject prefix `prefix`, given `servers` (all the nodes, in its order).
+   */
+  instanceEnv(id: string, prefix: string, bucket: string, servers = this.urls) {
+    return {
+      EPD_NATS_URL: servers.join(','),
+      EPD_SUBJECT_PREFIX: prefix,
+      EPD_REGISTRY_STORE: 'jetstream',
+      EPD_KV_BUCKET: bucket,
+      EPD_KV_REPLICAS: String(this.nodes),
+      EPD_INSTANCE_ID: id,
+      EPD_INSTANCE_HEARTBEAT_MS: '500',
+    };
+  }
+
   kill(node: number): void {
     this.run('kill-node', String(node));
   }
