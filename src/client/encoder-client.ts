@@ -3,6 +3,8 @@ import {
   connect,
   headers as natsHeaders,
   errors as natsErrors,
+  type Msg,
+  type MsgHdrs,
   type NatsConnection,
   type ConnectionOptions,
 } from '@nats-io/transport-node';
@@ -15,18 +17,20 @@ import type {
   MetaPayload,
   WaitMetadataResponse,
 } from '../meta-registry/meta.schema';
+import { requestWithReceipts } from '../transport/receipts';
 import { DpType, subjectFor } from '../transport/subjects';
 
 /**
  * The caller's trace context (W3C `traceparent`, `tracestate`) as NATS headers, when the
- * application runs OpenTelemetry with a propagator; undefined otherwise (no headers sent).
+ * application runs OpenTelemetry with a propagator (added to `h`, or to new headers);
+ * undefined when there is none and no `h` was given.
  */
-function traceHeaders(): ReturnType<typeof natsHeaders> | undefined {
+function traceHeaders(h?: MsgHdrs): MsgHdrs | undefined {
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
   const keys = Object.keys(carrier);
-  if (keys.length === 0) return undefined;
-  const h = natsHeaders();
+  if (keys.length === 0) return h;
+  h ??= natsHeaders();
   for (const k of keys) h.set(k, carrier[k]!);
   return h;
 }
@@ -55,6 +59,15 @@ export interface EncoderClientOptions {
   /** Extra time a wait's NATS request gets beyond its server-side deadline. Default 1 s. */
   replySlackMs?: number;
   retry?: Partial<RetryPolicy>;
+  /**
+   * Ask the encoder for a receipt on every call (default true; docs/nats.md "Receipts"):
+   * a call lost in transit by NATS (a node loss) is sent again after 300 ms, an answer lost
+   * in transit is asked for again, and a call nobody takes fails within about a second
+   * with 503 `unacknowledged` instead of waiting for its deadline. An encode is never sent
+   * twice before it was taken (it must not run on two instances). Set false only against
+   * an encoder older than the receipt protocol, which would look unreachable.
+   */
+  receipts?: boolean;
   /** Injectable for tests; defaults to Math.random. */
   random?: () => number;
 }
@@ -116,6 +129,7 @@ export class EncoderClient {
   private readonly replySlackMs: number;
   private readonly retry: RetryPolicy;
   private readonly random: () => number;
+  private readonly receipts: boolean;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -127,6 +141,7 @@ export class EncoderClient {
     this.replySlackMs = options.replySlackMs ?? 1_000;
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
     this.random = options.random ?? Math.random;
+    this.receipts = options.receipts ?? true;
   }
 
   static async connect(options: EncoderClientOptions = {}): Promise<EncoderClient> {
@@ -241,14 +256,16 @@ export class EncoderClient {
   ): Promise<T> {
     const subject = subjectFor(this.prefix, dpType);
     const reqId = (data as { req_id?: string }).req_id;
-    let raw;
+    let raw: Msg;
     try {
-      raw = await this.nc.request(subject, JSON.stringify(data), {
-        timeout: timeoutMs,
-        headers: traceHeaders(),
-      });
+      raw = this.receipts
+        ? await this.withReceipts(dpType, subject, data, timeoutMs, reqId)
+        : await this.nc.request(subject, JSON.stringify(data), {
+            timeout: timeoutMs,
+            headers: traceHeaders(),
+          });
     } catch (err) {
-      throw this.transportError(err, dpType, subject, reqId);
+      throw err instanceof MMError ? err : this.transportError(err, dpType, subject, reqId);
     }
     const reply = raw.json<Reply<T>>();
     if (reply.err !== undefined && reply.err !== null) {
@@ -257,6 +274,52 @@ export class EncoderClient {
       throw Errors.unexpectedReply(subject, JSON.stringify(reply.err), reqId);
     }
     return reply.response as T;
+  }
+
+  /** One call under the receipt protocol (src/transport/receipts.ts): its answer, or why not. */
+  private async withReceipts(
+    dpType: string,
+    subject: string,
+    data: object,
+    timeoutMs: number,
+    reqId: string | undefined,
+  ): Promise<Msg> {
+    const started = Date.now();
+    const serverMs = (data as { timeout_ms?: number }).timeout_ms;
+    const max = this.nc.info?.max_payload;
+    const outcome = await requestWithReceipts(this.nc, {
+      subject,
+      deadline: started + timeoutMs,
+      // A send made later carries what is left of the server-side deadline.
+      body: () => {
+        const elapsed = Date.now() - started;
+        const payload = JSON.stringify(
+          serverMs === undefined || elapsed === 0
+            ? data
+            : { ...data, timeout_ms: Math.max(1, serverMs - elapsed) },
+        );
+        if (max !== undefined && Buffer.byteLength(payload) > max)
+          throw Errors.overMaxPayload(dpType, reqId);
+        return payload;
+      },
+      headers: (h) => traceHeaders(h),
+      // Before a receipt, no responders is what it was without receipts: none serving. A
+      // probe that meets none may only be moving to another node, unless every one does.
+      gone: (final, taken) => !taken || final,
+      resend: dpType !== DpType.Encode,
+    });
+    switch (outcome.kind) {
+      case 'answer':
+        return outcome.msg;
+      case 'gone':
+        throw Errors.noResponders(subject, reqId);
+      case 'unreachable':
+        throw Errors.unacknowledged(subject, reqId, outcome.received);
+      case 'deadline':
+        throw dpType === DpType.WaitMetadata
+          ? Errors.metadataNotReady(reqId)
+          : Errors.deadlineExceeded(dpType, reqId);
+    }
   }
 
   private transportError(err: unknown, dpType: string, subject: string, reqId?: string): MMError {

@@ -1,4 +1,9 @@
-import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import {
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
 import {
   Observable,
   Subject,
@@ -9,6 +14,7 @@ import {
   type Subscription,
 } from 'rxjs';
 import { Clock } from '../common/clock';
+import { withTimeout } from '../common/timeout';
 import { Errors } from '../common/errors/error-catalogue';
 import { BOOT_ID } from '../common/boot-id';
 import { AppConfig } from '../config/app-config';
@@ -75,11 +81,13 @@ interface Slot {
  * unsubscribe) runs one teardown that drops the waiter and, with the last one, its slot.
  */
 @Injectable()
-export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
+export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger(MetaRegistry.name);
   private readonly slots = new Map<string, Slot>();
   private pending = 0;
   private closed = false;
+  /** Settles once every wait pending at close() was answered (close()). */
+  private closing: Promise<void> = Promise.resolve();
   private sweepTimer?: NodeJS.Timeout;
   private changes?: Subscription;
   private sweeping = false;
@@ -134,8 +142,13 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     this.changes = this.store.changes?.subscribe((record) => this.wake(record));
   }
 
-  onModuleDestroy(): void {
+  /**
+   * At shutdown, after the NATS server left its queue groups (its onModuleDestroy), so
+   * that only calls already received get 503 shutting_down, never new ones.
+   */
+  beforeApplicationShutdown(): Promise<void> {
     this.close();
+    return this.closing;
   }
 
   /**
@@ -277,7 +290,9 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     const timeoutMs = options.timeoutMs ?? this.config.timeouts.reqTimeoutMs;
     const { signal } = options;
     return new Observable<StoredMeta>((subscriber) => {
-      if (this.closed) return subscriber.error(Errors.shuttingDown(reqId));
+      // Closed: no new waiter is parked, but a record already published is still the
+      // answer (a call received just before the shutdown began).
+      if (this.closed) return void this.answerClosed(reqId, subscriber, 0);
       if (this.pending >= this.config.registry.maxWaiters) {
         this.counters.rejected++;
         return subscriber.error(Errors.tooManyWaiters(this.config.registry.maxWaiters, reqId));
@@ -399,7 +414,11 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     };
   }
 
-  /** Ends every pending wait with 503 "encoder shutting down" and refuses new ones. */
+  /**
+   * Refuses new waiters and ends every pending wait: with its record if one was published
+   * (a wait that joined its slot just before, and whose own read had not answered yet),
+   * else 503 "encoder shutting down". `closing` settles when all are answered.
+   */
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -410,14 +429,40 @@ export class MetaRegistry implements OnModuleInit, OnModuleDestroy {
     } catch (err) {
       this.logger.error({ err, ledger: this.ledger?.path }, 'restart ledger write failed');
     }
-    const failing = [...this.slots.values()];
+    const pending = [...this.slots.entries()];
     this.slots.clear();
-    for (const slot of failing) {
-      this.counters.failed += slot.waiters;
-      slot.subject.error(Errors.shuttingDown());
+    this.closing = Promise.all(
+      pending.map(([reqId, slot]) => this.answerClosed(reqId, slot.subject, slot.waiters)),
+    ).then((answered) => {
+      const failed = answered.filter((ok) => !ok).length;
+      if (failed > 0)
+        this.logger.log({ slots: failed }, 'failed pending metadata waits: shutting down');
+    });
+  }
+
+  /** How long a closing registry reads the store for a wait's answer before it gives up. */
+  private static readonly CLOSE_READ_MS = 500;
+
+  /** After close: the published record, if any, else 503 shutting_down. True if answered. */
+  private async answerClosed(
+    reqId: string,
+    to: { next(r: StoredMeta): void; complete(): void; error(e: unknown): void },
+    waiters = 1,
+  ): Promise<boolean> {
+    const record = await withTimeout(
+      this.store.get(reqId),
+      MetaRegistry.CLOSE_READ_MS,
+      () => new Error('store read timed out'),
+    ).catch(() => undefined);
+    if (record && !isErrorMeta(record.metadata)) {
+      this.counters.resolved += waiters;
+      to.next(record);
+      to.complete();
+      return true;
     }
-    if (failing.length > 0)
-      this.logger.log({ slots: failing.length }, 'failed pending metadata waits: shutting down');
+    this.counters.failed += waiters;
+    to.error(Errors.shuttingDown(reqId));
+    return false;
   }
 
   get isClosed(): boolean {

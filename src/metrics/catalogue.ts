@@ -288,10 +288,22 @@ export const METRICS = spec({
     labels: [],
     sglang: 'none',
   },
+  epd_encoder_nats_repeated_calls_total: {
+    type: 'counter',
+    help: 'Sends of a call this process had already taken under the receipt protocol (same Epd-Call id): joined the call still running (a probe, or a resend whose receipt was lost), replayed its answer (lost in transit), or untracked (the call ledger was full; the call ran again)',
+    labels: ['outcome'],
+    sglang: 'none',
+  },
+  epd_encoder_nats_calls_tracked: {
+    type: 'gauge',
+    help: 'Calls under the receipt protocol this process keeps by id (running, or answered and kept 5 s past their deadline for a repeat); at most 10,000',
+    labels: [],
+    sglang: 'none',
+  },
   // --- Instances and owner routing --------------------------------------------------------
   epd_encoder_owner_routing_total: {
     type: 'counter',
-    help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), or refused because the owner is gone (owner_gone) or never acknowledged the forwarded call (owner_unreachable); resent counts forwarded attempts sent again after 300 ms without a receipt from the owner (lost in transit)',
+    help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), or refused because the owner is gone (owner_gone) or never acknowledged the forwarded call (owner_unreachable); resent counts forwarded attempts sent again after 300 ms without a receipt from the owner (lost in transit); probes counts forwarded calls asked again every 500 ms after the owner took them (an answer lost in transit is replayed)',
     labels: ['outcome'],
     sglang: 'none',
   },

@@ -17,6 +17,7 @@ export class RoutingMetrics extends OwnedMetrics {
         owner_gone: s.ownerGone,
         owner_unreachable: s.unreachable,
         resent: s.resent,
+        probes: s.probes,
       };
     });
     this.gauge('epd_encoder_instances_alive', () =>

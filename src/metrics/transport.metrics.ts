@@ -19,5 +19,11 @@ export class TransportMetrics extends OwnedMetrics {
       all: membership.stats.outMs / 1000,
     }));
     this.gauge('epd_encoder_nats_out_of_group', () => (membership.stats.out ? 1 : 0));
+    const calls = server.calls;
+    this.ownTotals('epd_encoder_nats_repeated_calls_total', () => {
+      const { joined, replayed, untracked } = calls.stats;
+      return { joined, replayed, untracked };
+    });
+    this.gauge('epd_encoder_nats_calls_tracked', () => calls.stats.tracked);
   }
 }

@@ -73,6 +73,7 @@ export class OwnerRouter {
 
   /**
    * `resent`: forwarded attempts sent again after no receipt within RECEIPT_MS;
+   * `probes`: forwarded calls asked again (PROBE_MS) after the owner took them;
    * `unreachable`: forwarded calls no attempt of which was acknowledged.
    */
   get stats(): {
@@ -82,8 +83,9 @@ export class OwnerRouter {
     ownerGone: number;
     unreachable: number;
     resent: number;
+    probes: number;
   } {
-    return { ...this.counters, resent: this.forwarder.resent };
+    return { ...this.counters, resent: this.forwarder.resent, probes: this.forwarder.probes };
   }
 
   async route<T>(
@@ -165,9 +167,9 @@ export class OwnerRouter {
       // killed, whose last heartbeat is still fresh), within about a second.
       noResponders: (final) =>
         final || !this.roster.mayBeAlive(owner.instance) ? this.gone(owner, reqId) : undefined,
-      unreachable: () => {
+      unreachable: (taken) => {
         this.counters.unreachable++;
-        return Errors.ownerUnreachable(owner.instance, dp, reqId);
+        return Errors.ownerUnreachable(owner.instance, dp, reqId, taken);
       },
       timeout: () =>
         Errors.deadlineExceeded(`${dp} forwarded to owner instance ${owner.instance}`, reqId),

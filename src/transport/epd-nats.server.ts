@@ -1,18 +1,36 @@
-import { Empty, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import {
+  Empty,
+  headers,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
+import { Logger, type OnModuleDestroy } from '@nestjs/common';
 import { ServerNats } from '@nestjs/microservices';
 import type { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import type { Readiness } from '../common/readiness';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
-import { RECEIPT_HEADER, RECEIPT_VALUE } from './nats-forwarder';
+import { CallLedger } from './call-ledger';
+import {
+  CALL_HEADER,
+  DEADLINE_HEADER,
+  PROBE_HEADER,
+  RECEIPT_HEADER,
+  RECEIPT_VALUE,
+} from './receipts';
 import { OverloadGate, sheddable } from './overload-gate';
 import { QueueGroupMembership } from './queue-group-membership';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
 import { contextFromNats, tracingEnabled, withContext } from '../tracing/tracing';
+import { withTimeout } from '../common/timeout';
 
 type NatsCallback = (err: Error | null, msg: Msg) => void;
+
+/** How long a shutdown waits for the queue groups' UNSUBs to be flushed. */
+const SHUTDOWN_LEAVE_MS = 1_000;
 
 /**
  * Nest's NATS server on the process's shared connection. Handlers are registered by
@@ -26,13 +44,18 @@ type NatsCallback = (err: Error | null, msg: Msg) => void;
  *   rank N answers) and `<prefix>.v1.inst.<id>.rank.<N>.<dp_type>`, where its supervisor
  *   and owner routing reach it. Never the plain subjects: those go through dispatch.
  */
-export class EpdNatsServer extends ServerNats {
+export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
   private readonly nats: NatsConnectionService;
   private readonly config: AppConfig;
   /** Sheds calls beyond what this process sustains (EPD_OVERLOAD_QUEUE_MS). */
   readonly gate: OverloadGate;
   /** This process's place in the shared subjects' queue group, withdrawn while it sheds. */
   readonly membership: QueueGroupMembership;
+  /** Calls taken under the receipt protocol, so a second send of one never runs it twice. */
+  readonly calls = new CallLedger();
+  /** Queue-group subscriptions that are never shed (the others are in `membership`). */
+  private readonly sharedSubs: Subscription[] = [];
+  private readonly log = new Logger('NatsServer');
 
   constructor(
     nats: NatsConnectionService,
@@ -95,8 +118,6 @@ export class EpdNatsServer extends ServerNats {
     const { subjectPrefix: prefix, queueGroup: queue } = this.config.nats;
     const { rank } = this.role;
     const id = this.config.instance.id;
-    const receipt = headers();
-    receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
     for (const dpType of this.messageHandlers.keys()) {
       // Nest types the handler as Function; nats.js calls it as (error, msg).
       const handler = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
@@ -109,10 +130,32 @@ export class EpdNatsServer extends ServerNats {
               withContext(contextFromNats(msg.headers), () => handler(err, msg))
           : handler,
       );
-      // A caller that asks (NatsForwarder) is told at once that the call arrived, before
-      // the gate: it then knows a slow answer from a request lost in transit.
+      // A caller that asks (receipts.ts) is told at once that the call arrived, before the
+      // gate, and where to ask this process again: it then knows a slow answer from a
+      // request lost in transit, and an answer lost in transit is sent again.
+      const receipt = headers();
+      receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
+      receipt.set(
+        PROBE_HEADER,
+        this.role.worker
+          ? instanceRankSubjectFor(prefix, id, rank, dpType)
+          : instanceSubjectFor(prefix, id, dpType),
+      );
       const callback = (err: Error | null, msg: Msg) => {
-        if (msg.reply && msg.headers?.has(RECEIPT_HEADER)) {
+        const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
+        if (callId) {
+          const seen = this.calls.arrive(
+            callId,
+            Number(msg.headers!.get(DEADLINE_HEADER)) || undefined,
+          );
+          if (seen.kind === 'answered') {
+            client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
+            return;
+          }
+          client.publish(msg.reply!, Empty, { headers: receipt });
+          if (seen.kind === 'running') return;
+          msg = this.calls.track(callId, msg);
+        } else if (msg.reply && msg.headers?.has(RECEIPT_HEADER)) {
           client.publish(msg.reply, Empty, { headers: receipt });
         }
         gated(err, msg);
@@ -121,7 +164,7 @@ export class EpdNatsServer extends ServerNats {
       const shared = (subject: string) => {
         const subscribe = () => client.subscribe(subject, { queue, callback });
         if (sheddable(dpType)) this.membership.add(subscribe);
-        else subscribe();
+        else this.sharedSubs.push(subscribe());
       };
       if (this.role.worker) {
         shared(rankSubjectFor(prefix, rank, dpType));
@@ -143,6 +186,29 @@ export class EpdNatsServer extends ServerNats {
     return this.messageHandlers.get(pattern) ?? null;
   }
 
+  /**
+   * The first step of a shutdown (before the metadata registry fails its pending waits
+   * with 503 shutting_down, and before the NATS drain): out of every queue group, so the
+   * NATS server gives new calls on the shared subjects to the other instances instead of
+   * to a process that would refuse them. The start-up bench saw 318 such refusals in 50
+   * stops before this. Calls already received are answered; this instance's own and rank
+   * subjects, where owner routing reaches its staged embeddings, stay until the drain.
+   * Bounded: with NATS unreachable, the shutdown goes on after SHUTDOWN_LEAVE_MS.
+   */
+  async onModuleDestroy(): Promise<void> {
+    const drains = [
+      this.membership.leaveForGood(),
+      ...this.sharedSubs.splice(0).map((s) => s.drain().catch(() => undefined)),
+    ];
+    await withTimeout(Promise.all(drains), SHUTDOWN_LEAVE_MS, () => new Error('timed out')).catch(
+      (err: unknown) =>
+        this.log.warn(
+          { err: (err as Error).message },
+          'leaving the queue groups at shutdown did not complete',
+        ),
+    );
+  }
+
   /** NatsConnectionService already watches and logs the connection's status. */
   override async handleStatusUpdates(): Promise<void> {}
 
@@ -153,6 +219,7 @@ export class EpdNatsServer extends ServerNats {
    */
   override close(): Promise<void> {
     this.membership.close();
+    this.calls.close();
     return Promise.resolve();
   }
 }

@@ -97,6 +97,20 @@ export class QueueGroupMembership implements StepOut {
     }
   }
 
+  /**
+   * Out of the group for good (shutdown): every subscription drained (its UNSUB sent and
+   * flushed, the calls already received still answered), and no rejoin after.
+   */
+  async leaveForGood(): Promise<void> {
+    this.close();
+    const drains: Promise<void>[] = [];
+    for (const m of this.members) {
+      if (m.sub) drains.push(m.sub.drain().catch(() => undefined));
+      m.sub = undefined;
+    }
+    await Promise.all(drains);
+  }
+
   /** No rejoin after this (the server is closing). */
   close(): void {
     this.closed = true;

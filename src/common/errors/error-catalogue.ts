@@ -43,9 +43,11 @@ export const Errors = {
     ),
   storeUnavailable: (store: string, reason: string, reqId?: string) =>
     new MMError(`metadata store ${store} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
-  ownerUnreachable: (owner: string, dp: string, reqId: string) =>
+  ownerUnreachable: (owner: string, dp: string, reqId: string, taken = false) =>
     new MMError(
-      `owner instance ${owner} of req_id=${reqId} did not acknowledge the forwarded ${dp} (lost in transit; NATS recovering from a node loss?); retry`,
+      taken
+        ? `owner instance ${owner} of req_id=${reqId} took the forwarded ${dp}, then stopped answering (NATS recovering from a node loss?); retry`
+        : `owner instance ${owner} of req_id=${reqId} did not acknowledge the forwarded ${dp} (lost in transit; NATS recovering from a node loss?); retry`,
       503,
       reqId,
       'owner_unreachable',
@@ -306,6 +308,15 @@ export const Errors = {
       413,
       reqId,
       'payload_too_large',
+    ),
+  unacknowledged: (subject: string, reqId?: string, taken = false) =>
+    new MMError(
+      taken
+        ? `the encoder that took the call on ${subject} stopped answering (NATS recovering from a node loss?); retry`
+        : `no encoder acknowledged the call on ${subject} (lost in transit; NATS recovering from a node loss?); retry`,
+      503,
+      reqId,
+      'unacknowledged',
     ),
   connectionClosed: (reqId?: string) =>
     new MMError('NATS connection is closed', 503, reqId, 'connection_closed'),

@@ -33,7 +33,12 @@ export const ERROR_TYPE_DOCS = [
   {
     types: ['owner_unreachable'],
     code: '503',
-    when: 'a per-req_id call forwarded to the instance that holds the embedding was not acknowledged by it after 3 attempts of 300 ms (lost in transit): `owner instance {id} of req_id={req_id} did not acknowledge the forwarded {dp_type} …; retry`. The embedding is not known to be lost: retry the call',
+    when: 'a per-req_id call forwarded to the instance that holds the embedding was not acknowledged by it after 3 attempts of 300 ms (lost in transit): `owner instance {id} of req_id={req_id} did not acknowledge the forwarded {dp_type} …; retry`; or the owner took it and then answered none of 3 probes, 500 ms apart: `… took the forwarded {dp_type}, then stopped answering …`. The embedding is not known to be lost: retry the call',
+  },
+  {
+    types: ['unacknowledged'],
+    code: '503',
+    when: 'from the client library (`EncoderClient`, which asks for receipts): no encoder acknowledged the call after 3 sends of 300 ms, or the one that took it answered none of 3 probes, 500 ms apart. Raised by the client, never by the server; retry',
   },
   {
     types: ['owner_gone'],
