@@ -18,10 +18,18 @@ interface PushSocket {
   lastUsed: number;
   /** Why it was closed while sends were still queued on it, if it was. */
   closedBecause?: string;
+  /** The peer completed the ZMTP handshake (and has not disconnected since). */
+  handshaken: boolean;
+  /** Why the last handshake failed, if it did (a peer that speaks ZMTP badly). */
+  handshakeError?: string;
+  /** Woken on every handshake event (success, failure, disconnect). */
+  onHandshakeChange: Set<() => void>;
 }
 
 /** Context slots beyond EPD_ZMQ_MAX_SOCKETS: libzmq's reaper and any socket mid-close. */
 const CONTEXT_HEADROOM = 16;
+/** Each PUSH socket has a monitor (an inproc PAIR socket: its handshake events) beside it. */
+const CONTEXT_SOCKETS_PER_PUSH = 2;
 
 /**
  * SGLang's ZMQ data plane (`zmq_to_scheduler` / `zmq_to_tokenizer`): one PUSH socket per
@@ -29,9 +37,12 @@ const CONTEXT_HEADROOM = 16;
  * pickled `EmbeddingData`, then the raw bytes in the staging dtype), or one on error.
  *
  * ZMQ has no application ack: a send counts as delivered once ZMQ accepted the message
- * (IMMEDIATE: only onto a connected peer, never queued for one that never came). A
- * receiver that is not there fails the send at the deadline instead of hiding it in a
- * queue. Sockets are bounded: at most EPD_ZMQ_MAX_SOCKETS (least recently used closed
+ * (IMMEDIATE: only onto a connected peer, never queued for one that never came), and only
+ * after the peer completed the ZMTP handshake. Without that check a TCP listener that is
+ * not ZMQ at all but writes first (an HTTP server's "400 Bad Request") passes libzmq's
+ * fallback to ZMTP 1.0, takes the whole frame and the send was reported acked (security
+ * review N6; reproduced in test/zmq-handshake.e2e-spec.ts). A receiver that is not there,
+ * or not a ZMQ receiver, fails the send at the deadline instead of hiding it in a queue. Sockets are bounded: at most EPD_ZMQ_MAX_SOCKETS (least recently used closed
  * first, at once, failing what was queued on it), at most EPD_ZMQ_MAX_SOCKETS_PER_HOST to
  * one host (a flood of ports on one host replaces only that host's sockets), none kept
  * after a failed send (a destination that took nothing is not reconnected to forever), and
@@ -53,7 +64,9 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     private readonly clock: Clock = new Clock(),
   ) {
     super();
-    this.context = new Context({ maxSockets: config.transfer.zmqMaxSockets + CONTEXT_HEADROOM });
+    this.context = new Context({
+      maxSockets: config.transfer.zmqMaxSockets * CONTEXT_SOCKETS_PER_PUSH + CONTEXT_HEADROOM,
+    });
     this.sweepTimer = setInterval(
       () => this.closeIdle(),
       Math.min(config.transfer.zmqIdleMs, 60_000),
@@ -83,6 +96,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     const run = async (): Promise<Ack> => {
       if (signal?.aborted) throw new TransferError(`send to ${key} aborted`);
       if (entry.closedBecause) throw new TransferError(`send to ${key} ${entry.closedBecause}`);
+      await this.handshake(entry, key, deadline);
       const remaining = Math.max(1, deadline - this.clock.now());
       entry.socket.sendTimeout = remaining;
       try {
@@ -108,6 +122,41 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
       },
     );
     return result;
+  }
+
+  /**
+   * Resolves once the peer at `key` completed the ZMTP handshake; fails when the handshake
+   * failed, or when the deadline passes first (nobody there, or not a ZMQ receiver).
+   */
+  private handshake(entry: PushSocket, key: string, deadline: number): Promise<void> {
+    if (entry.handshaken) return Promise.resolve();
+    const waitMs = Math.max(1, deadline - this.clock.now());
+    return new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (entry.handshaken) done();
+        else if (entry.handshakeError)
+          done(new TransferError(`ZMTP handshake with ${key} failed: ${entry.handshakeError}`));
+        else if (entry.closedBecause)
+          done(new TransferError(`send to ${key} ${entry.closedBecause}`));
+      };
+      const timer = setTimeout(
+        () =>
+          done(
+            new TransferError(
+              `no ZMTP handshake with ${key} within ${waitMs} ms: nobody listening there, or not a ZMQ receiver`,
+            ),
+          ),
+        waitMs,
+      );
+      const done = (err?: Error) => {
+        clearTimeout(timer);
+        entry.onHandshakeChange.delete(check);
+        if (err) reject(err);
+        else resolve();
+      };
+      entry.onHandshakeChange.add(check);
+      check();
+    });
   }
 
   onModuleDestroy(): void {
@@ -149,14 +198,35 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     });
     const host = endpoint.host.includes(':') ? `[${endpoint.host}]` : endpoint.host;
     if (endpoint.host.includes(':')) socket.ipv6 = true;
-    socket.connect(`tcp://${host}:${endpoint.port}`);
     const entry: PushSocket = {
       socket,
       host: endpoint.host,
       tail: Promise.resolve(),
       queued: 0,
       lastUsed: performance.now(),
+      handshaken: false,
+      onHandshakeChange: new Set(),
     };
+    const changed = (handshaken: boolean, error?: string) => {
+      entry.handshaken = handshaken;
+      entry.handshakeError = error;
+      for (const wake of [...entry.onHandshakeChange]) wake();
+    };
+    // The observer's own receive loop, not its emitter mode (`events.on`): zeromq.js
+    // defines that emitter once per process with the `require` of the module instance
+    // that loaded first, which a test runner's per-file module registry tears down.
+    const events = socket.events;
+    void (async () => {
+      while (!events.closed) {
+        const event = await events.receive().catch(() => undefined);
+        if (!event) return; // the socket closed
+        if (event.type === 'handshake') changed(true);
+        else if (event.type === 'disconnect') changed(false);
+        else if (event.type.startsWith('handshake:error'))
+          changed(false, 'error' in event ? event.error.message : event.type);
+      }
+    })();
+    socket.connect(`tcp://${host}:${endpoint.port}`);
     this.sockets.set(key, entry);
     this.perHost.set(endpoint.host, (this.perHost.get(endpoint.host) ?? 0) + 1);
     return entry;
@@ -188,6 +258,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     };
     if (reason && entry.queued > 0) {
       entry.closedBecause = reason;
+      for (const wake of [...entry.onHandshakeChange]) wake();
       this.logger.warn({ endpoint: key, queued: entry.queued }, `PUSH socket ${reason}`);
       closeSocket();
     } else {
