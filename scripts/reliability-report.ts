@@ -39,7 +39,8 @@ const WHAT: Record<string, string> = {
   'cache-cluster.e2e-spec.ts': 'cache owner killed or hung mid-encode',
   'delivery.e2e-spec.ts': 'receivers that never ack, close mid-frame, or read slowly',
   'registry-shared.e2e-spec.ts': 'owner loss and restart under the same instance id',
-  'nats-auth.e2e-spec.ts': 'identities refused what their role may not do, over TLS',
+  'nats-auth.e2e-spec.ts':
+    'identities refused what their role may not do, over TLS; N4: a receiver refused every inbox but its own',
   'destinations.e2e-spec.ts': 'pushes to endpoints outside EPD_ALLOWED_DESTINATIONS',
   'restart-honesty.e2e-spec.ts':
     'whole-process SIGKILL and restart on the memory store (single and DP): lost embeddings named',
@@ -55,6 +56,10 @@ const WHAT: Record<string, string> = {
     'N1: sends to 1,100 unreachable ZMQ ports, then a new real receiver: no socket or descriptor left behind',
   'kv-bucket-deleted.e2e-spec.ts':
     'N8: the shared registry bucket deleted under a running service: recreated, serving again',
+  'zmq-handshake.e2e-spec.ts':
+    'N6: a ZMQ send to a listener that never spoke ZMTP: an error naming it, no frame sent, not acked',
+  'receipts.e2e-spec.ts':
+    'answers lost in transit (replayed to a probe), repeated calls (run once), an instance stopping under load (no new call refused)',
   'nats-creds.e2e-spec.ts':
     'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
 };

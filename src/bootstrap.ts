@@ -25,6 +25,15 @@ export function configureApp(
   options: { shutdownHooks?: boolean } = {},
 ): void {
   app.useLogger(app.get(Logger));
+  const { trustProxy } = app.get(AppConfig).http;
+  if (trustProxy !== undefined) {
+    // Express's own setting: a hop count when numeric, else addresses, subnets or names.
+    const hops = Number(trustProxy);
+    (app.getHttpAdapter().getInstance() as { set(k: string, v: unknown): void }).set(
+      'trust proxy',
+      Number.isInteger(hops) ? hops : trustProxy === 'true' ? true : trustProxy,
+    );
+  }
   // Create the app with `bodyParser: false`: this parser replaces Nest's default one.
   // With tracing on, a caller's `traceparent` header parents the request's spans.
   if (tracingEnabled()) {

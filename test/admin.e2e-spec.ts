@@ -8,9 +8,9 @@ const META = { embedding_size: 8192, embedding_len: 2, embedding_dim: 1024 };
 describe('admin REST, docs and metrics (e2e)', () => {
   describe('with EPD_ADMIN_TOKEN set', () => {
     let t: TestApp;
-    const auth = { Authorization: 'Bearer correct-horse' };
+    const auth = { Authorization: 'Bearer correct-horse-battery-staple-0123456789' };
     beforeAll(async () => {
-      t = await startTestApp({ EPD_ADMIN_TOKEN: 'correct-horse' });
+      t = await startTestApp({ EPD_ADMIN_TOKEN: 'correct-horse-battery-staple-0123456789' });
     });
     afterAll(() => t.close());
 
@@ -29,6 +29,50 @@ describe('admin REST, docs and metrics (e2e)', () => {
         expect(res.headers['www-authenticate']).toBe('Bearer');
         expect(res.body).toMatchObject({ status: 'error', code: 401 });
       }
+    });
+
+    /**
+     * N7 (security, second pass): the dashboard cookie was the admin token itself (not
+     * revocable by logout), `GET /start_profile` accepted it, and sign-in took ~1,770 wrong
+     * guesses a second with no throttle and no log.
+     */
+    it('N7: sign-in gives a random session, readable only by the dashboard, revoked by logout', async () => {
+      const TOKEN = 'correct-horse-battery-staple-0123456789';
+      const agent = request(t.httpUrl);
+      const login = await agent.post('/admin/login').send({ token: TOKEN });
+      expect(login.status).toBe(204);
+      const setCookie = String(login.headers['set-cookie']);
+      expect(setCookie).toMatch(/HttpOnly/);
+      expect(setCookie).toMatch(/SameSite=Strict/);
+      const session = /epd_admin_token=([^;]+)/.exec(setCookie)![1]!;
+      expect(session).not.toContain(TOKEN);
+      expect(session.length).toBeGreaterThanOrEqual(43); // 32 random bytes
+      const cookie = `epd_admin_token=${session}`;
+      expect((await agent.get('/admin/status').set('Cookie', cookie)).status).toBe(200);
+      // Not the admin API, not a state change, not SGLang's GET /start_profile.
+      expect((await agent.get('/admin/registry').set('Cookie', cookie)).status).toBe(401);
+      expect((await agent.get('/start_profile').set('Cookie', cookie)).status).toBe(401);
+      expect((await agent.post('/admin/requests/x/release').set('Cookie', cookie)).status).toBe(
+        401,
+      );
+      // Logout revokes the session itself, not only the browser's copy.
+      expect((await agent.post('/admin/logout').set('Cookie', cookie)).status).toBe(204);
+      expect((await agent.get('/admin/status').set('Cookie', cookie)).status).toBe(401);
+    });
+
+    it('N7: sign-in is throttled per address: 429 after 10 attempts a minute', async () => {
+      const statuses: number[] = [];
+      for (let i = 0; i < 12; i++)
+        statuses.push(
+          (
+            await request(t.httpUrl)
+              .post('/admin/login')
+              .send({ token: `guess-${i}` })
+          ).status,
+        );
+      // The N7 test above used one attempt of this minute's 10.
+      expect(statuses.filter((s) => s === 401).length).toBe(9);
+      expect(statuses.slice(9)).toEqual([429, 429, 429]);
     });
 
     it('publishes, reads and deletes entries for operators', async () => {
@@ -104,7 +148,10 @@ describe('admin REST, docs and metrics (e2e)', () => {
   describe('with EPD_METRICS_REQUIRE_TOKEN=true', () => {
     let t: TestApp;
     beforeAll(async () => {
-      t = await startTestApp({ EPD_ADMIN_TOKEN: 'scrape-me', EPD_METRICS_REQUIRE_TOKEN: 'true' });
+      t = await startTestApp({
+        EPD_ADMIN_TOKEN: 'scrape-me-0123456789abcdef0123456789ab',
+        EPD_METRICS_REQUIRE_TOKEN: 'true',
+      });
     });
     afterAll(() => t.close());
 
@@ -114,7 +161,7 @@ describe('admin REST, docs and metrics (e2e)', () => {
       expect(denied.body).toMatchObject({ code: 401, type: 'unauthorized' });
       const ok = await request(t.httpUrl)
         .get('/metrics')
-        .set({ Authorization: 'Bearer scrape-me' });
+        .set({ Authorization: 'Bearer scrape-me-0123456789abcdef0123456789ab' });
       expect(ok.status).toBe(200);
       expect(ok.text).toMatch(/epd_encoder_nats_queue_depth/);
     });

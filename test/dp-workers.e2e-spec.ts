@@ -500,10 +500,10 @@ describe('DP workers without NATS, and with an admin token (e2e)', () => {
       EPD_NATS_URL: sharedNatsUrl(),
       EPD_SUBJECT_PREFIX: uniquePrefix(),
       EPD_DP_SIZE: '2',
-      EPD_ADMIN_TOKEN: 'sesame',
+      EPD_ADMIN_TOKEN: 'sesame-0123456789abcdef0123456789abcdef',
     });
     try {
-      const auth = { authorization: 'Bearer sesame' };
+      const auth = { authorization: 'Bearer sesame-0123456789abcdef0123456789abcdef' };
       expect(await allAlive(svc.url, auth)).toBe(true);
       expect((await fetch(`${svc.url}/start_profile`)).status).toBe(401);
       const start = await fetch(`${svc.url}/start_profile`, { headers: auth });

@@ -92,7 +92,10 @@ describe('profiling hardening (e2e)', () => {
   describe('profile-routes-need-admin-token', () => {
     let t: TestApp;
     beforeAll(async () => {
-      t = await startTestApp({ EPD_PROFILE_ROOT: privateDir(), EPD_ADMIN_TOKEN: 's3cret' });
+      t = await startTestApp({
+        EPD_PROFILE_ROOT: privateDir(),
+        EPD_ADMIN_TOKEN: 's3cret-0123456789abcdef0123456789abcdef',
+      });
     });
     afterAll(() => t.close());
 
@@ -107,7 +110,7 @@ describe('profiling hardening (e2e)', () => {
         expect(r.status).toBe(401);
         expect(r.body).toMatchObject({ message: 'missing or invalid admin bearer token' });
       }
-      const auth = { Authorization: 'Bearer s3cret' };
+      const auth = { Authorization: 'Bearer s3cret-0123456789abcdef0123456789abcdef' };
       expect((await request(t.httpUrl).post('/start_profile').set(auth).send({})).status).toBe(200);
       expect((await request(t.httpUrl).get('/stop_profile').set(auth)).status).toBe(200);
     });
@@ -119,7 +122,7 @@ describe('profiling hardening (e2e)', () => {
       expect((await natsCall(nc, t, 'start_profile', {}, { headers })).err).toMatchObject({
         code: 401,
       });
-      const ok = { headers: { Authorization: 'Bearer s3cret' } };
+      const ok = { headers: { Authorization: 'Bearer s3cret-0123456789abcdef0123456789abcdef' } };
       expect((await natsCall(nc, t, 'start_profile', {}, ok)).response?.ok).toBe(true);
       expect((await natsCall(nc, t, 'stop_profile', {}, ok)).response?.ok).toBe(true);
     });

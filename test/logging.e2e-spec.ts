@@ -180,7 +180,7 @@ describe('secrets stay out of logs and answers (e2e)', () => {
       {
         EPD_NATS_URL: `nats://encoder:url-s3cret@127.0.0.1:${closed}`,
         EPD_NATS_PASS: 'env-s3cret',
-        EPD_ADMIN_TOKEN: 'admin-s3cret',
+        EPD_ADMIN_TOKEN: 'admin-s3cret-0123456789abcdef0123456789',
         EPD_LOG_LEVEL: 'info',
       },
       '/health',

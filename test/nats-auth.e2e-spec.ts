@@ -82,8 +82,15 @@ describe('NATS TLS, authentication and per-role permissions (e2e)', () => {
   let nats: NatsServer;
   let svc: ServiceProcess;
   const conns: NatsConnection[] = [];
+  // Each identity receives replies under its own inbox prefix (roles.conf).
   const as = async (user: string, pass: string) => {
-    const nc = await connect({ servers: nats.url, user, pass, tls: { caFile: tls.ca } });
+    const nc = await connect({
+      servers: nats.url,
+      user,
+      pass,
+      tls: { caFile: tls.ca },
+      inboxPrefix: `_INBOX_${user}`,
+    });
     conns.push(nc);
     return nc;
   };
@@ -143,6 +150,36 @@ describe('NATS TLS, authentication and per-role permissions (e2e)', () => {
     // The metadata the receiver tried to overwrite is untouched.
     const meta = await call(prefill, 'wait_metadata', { req_id: 'auth-2', timeout_ms: 5000 });
     expect(meta.response).toMatchObject({ embedding_dim: 1024 });
+  });
+
+  /**
+   * N4 (security, second pass): the sample roles let receivers subscribe `_INBOX.>`, and
+   * the service set no inbox prefix, so a receiver saw other clients' replies and the
+   * encoder's own KV watch deliveries (every metadata record, the roster, the req_ids).
+   */
+  it("N4: a receiver may subscribe to no inbox but its own, and sees nobody else's replies", async () => {
+    const prefill = await as('prefill', PASS.EPD_PREFILL_PASS);
+    for (const subject of ['_INBOX.>', '_INBOX_encoder.>', '_INBOX_client.>', '>']) {
+      // nats.js ends a refused subscription with the server's error as `closed`'s value.
+      const closed = await prefill.subscribe(subject).closed;
+      expect(String(closed)).toMatch(/Permissions Violation for Subscription/);
+    }
+    // Its own inbox, wildcarded: while a client encodes and the encoder writes the shared
+    // store, nothing arrives there but the answer to its own call.
+    const own: string[] = [];
+    const spy = prefill.subscribe('_INBOX_prefill.>', {
+      callback: (_e, m) => void own.push(m.subject),
+    });
+    const client = await as('client', PASS.EPD_CLIENT_PASS);
+    const png = dataUri(await image(48, 48, 'png'), 'image/png');
+    expect((await call(client, 'encode', encodeBody('n4-1', [png]))).err).toBeUndefined();
+    const waited = await call(prefill, 'wait_metadata', { req_id: 'n4-1', timeout_ms: 5000 });
+    expect(waited.response).toMatchObject({ req_id: 'n4-1' });
+    await prefill.flush();
+    expect(own.length).toBeGreaterThanOrEqual(1);
+    expect(own.every((s) => s.startsWith('_INBOX_prefill.'))).toBe(true);
+    expect(own.length).toBeLessThanOrEqual(2); // its one call: the answer (and a receipt)
+    spy.unsubscribe();
   });
 
   it('refuses anonymous and wrong-password connections, and plain text to a TLS server', async () => {

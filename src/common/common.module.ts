@@ -1,4 +1,5 @@
 import { Global, Module } from '@nestjs/common';
+import { AdminSessions } from './auth/admin-sessions';
 import { AdminTokenGuard } from './auth/admin-token.guard';
 import { Clock } from './clock';
 import { Deadlines } from './deadline';
@@ -10,7 +11,7 @@ import { Readiness, ReadinessInterceptor } from './readiness';
  */
 @Global()
 @Module({
-  providers: [Clock, Deadlines, AdminTokenGuard, Readiness, ReadinessInterceptor],
-  exports: [Clock, Deadlines, AdminTokenGuard, Readiness, ReadinessInterceptor],
+  providers: [Clock, Deadlines, AdminSessions, AdminTokenGuard, Readiness, ReadinessInterceptor],
+  exports: [Clock, Deadlines, AdminSessions, AdminTokenGuard, Readiness, ReadinessInterceptor],
 })
 export class CommonModule {}

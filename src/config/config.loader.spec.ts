@@ -30,12 +30,12 @@ describe('loadConfig', () => {
     const { config } = loadConfig({
       EPD_NATS_URL: 'nats://127.0.0.1:1, nats://127.0.0.1:2',
       EPD_HTTP_PORT: '8080',
-      EPD_ADMIN_TOKEN: 's3cret',
+      EPD_ADMIN_TOKEN: 's3cret-0123456789abcdef0123456789abcdef',
       EPD_ALLOWED_MEDIA_DOMAINS: 'example.com,cdn.example.com',
     });
     expect(config.nats.url).toEqual(['nats://127.0.0.1:1', 'nats://127.0.0.1:2']);
     expect(config.http.port).toBe(8080);
-    expect(config.admin.token).toBe('s3cret');
+    expect(config.admin.token).toBe('s3cret-0123456789abcdef0123456789abcdef');
     expect(config.media.allowedDomains).toEqual(['example.com', 'cdn.example.com']);
   });
 
@@ -50,6 +50,11 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ EPD_NATS_URL: 'http://x' })).toThrow(/nats\.url.*nats:\/\/ URL/);
     expect(() => loadConfig({ EPD_REQ_TIMEOUT_MS: '-5' })).toThrow(/timeouts\.reqTimeoutMs/);
     expect(() => loadConfig({ EPD_SUBJECT_PREFIX: 'a.b' })).toThrow(/nats\.subjectPrefix/);
+    expect(() => loadConfig({ EPD_NATS_INBOX_PREFIX: '_INBOX.>' })).toThrow(/nats\.inboxPrefix/);
+    // N7 (security, second pass): a short admin token is refused, naming the rule.
+    expect(() => loadConfig({ EPD_ADMIN_TOKEN: 'sesame' })).toThrow(
+      /admin\.token \(EPD_ADMIN_TOKEN\): must be at least 32 characters/,
+    );
     expect(() => loadConfig({ EPD_DP_SIZE: '0' })).toThrow(/encoder\.dpSize \(EPD_DP_SIZE\)/);
     expect(() => loadConfig({ EPD_DP_SIZE: '65' })).toThrow(/encoder\.dpSize \(EPD_DP_SIZE\)/);
     expect(() => loadConfig({ EPD_HEAP_GROWING_PERCENT: '-1' })).toThrow(

@@ -36,10 +36,21 @@ export const configSchema = z.object({
       .string()
       .regex(/^[A-Za-z0-9_-]+$/, 'must be a single subject token (letters, digits, _ and -)'),
     queueGroup: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'must be a valid NATS queue group name'),
+    inboxPrefix: z
+      .string()
+      .regex(
+        /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+        'must be a subject without wildcards (letters, digits, _ and -, tokens joined by .)',
+      ),
     maxRequestBytes: positiveInt,
     reconnectMaxDelayMs: positiveInt,
   }),
-  http: z.object({ host: z.string().min(1), port, maxBodyBytes: positiveInt }),
+  http: z.object({
+    host: z.string().min(1),
+    port,
+    maxBodyBytes: positiveInt,
+    trustProxy: optionalString,
+  }),
   timeouts: z.object({ reqTimeoutMs: positiveInt, sendTimeoutMs: positiveInt }),
   registry: z.object({
     store: z.enum(['memory', 'jetstream']),
@@ -120,7 +131,13 @@ export const configSchema = z.object({
   }),
   sglang: z.object({ bootstrapUrl: optionalString, advertiseUrl: optionalString }),
   profile: z.object({ root: z.string() }),
-  admin: z.object({ token: optionalString, metricsRequireToken: booleanish }),
+  admin: z.object({
+    token: optionalString.refine(
+      (t) => t === undefined || t.length >= 32,
+      'must be at least 32 characters when set (a random one: `openssl rand -hex 32`): the dashboard sign-in can be guessed at, and a short token falls first',
+    ),
+    metricsRequireToken: booleanish,
+  }),
   health: z.object({ natsRttTimeoutMs: positiveInt, maxEventLoopLagMs: positiveInt }),
   shutdown: z.object({ graceMs: positiveInt }),
   overload: z.object({
@@ -145,10 +162,12 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_NATS_CREDS: ['nats', 'creds'],
   EPD_NATS_TLS_CA: ['nats', 'tlsCa'],
   EPD_SUBJECT_PREFIX: ['nats', 'subjectPrefix'],
+  EPD_NATS_INBOX_PREFIX: ['nats', 'inboxPrefix'],
   EPD_MAX_REQUEST_BYTES: ['nats', 'maxRequestBytes'],
   EPD_HTTP_HOST: ['http', 'host'],
   EPD_HTTP_PORT: ['http', 'port'],
   EPD_HTTP_MAX_BODY_BYTES: ['http', 'maxBodyBytes'],
+  EPD_HTTP_TRUST_PROXY: ['http', 'trustProxy'],
   EPD_REQ_TIMEOUT_MS: ['timeouts', 'reqTimeoutMs'],
   EPD_SEND_TIMEOUT_MS: ['timeouts', 'sendTimeoutMs'],
   EPD_REGISTRY_STORE: ['registry', 'store'],

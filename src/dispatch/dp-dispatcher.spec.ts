@@ -162,12 +162,14 @@ describe('DpDispatcher', () => {
   });
 
   it('presents the shared admin token to the workers, whose guards check it too', async () => {
-    const { dispatcher, forwarder } = setup(2, { EPD_ADMIN_TOKEN: 'sesame' });
+    const { dispatcher, forwarder } = setup(2, {
+      EPD_ADMIN_TOKEN: 'sesame-0123456789abcdef0123456789abcdef',
+    });
     const answers = dispatcher.broadcast('start_profile', {}, 1000);
     await flush();
     expect(forwarder.calls.map((c) => c.call.authorization)).toEqual([
-      'Bearer sesame',
-      'Bearer sesame',
+      'Bearer sesame-0123456789abcdef0123456789abcdef',
+      'Bearer sesame-0123456789abcdef0123456789abcdef',
     ]);
     for (const c of forwarder.calls) c.settle({ ok: true, msg: 'Start profiling.' });
     expect((await answers).map((a) => a.rank)).toEqual([0, 1]);

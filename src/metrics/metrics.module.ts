@@ -1,4 +1,5 @@
 import { Module, type DynamicModule } from '@nestjs/common';
+import { ThrottlerModule } from '@nestjs/throttler';
 import { PrometheusModule } from '@willsoto/nestjs-prometheus';
 import type { DpRole } from '../config/process-role';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
@@ -9,7 +10,7 @@ import { RoutingMetrics } from './routing.metrics';
 import { TransportMetrics } from './transport.metrics';
 import { MetricsGuard } from './metrics.guard';
 import { MetricsSource } from './metrics-source';
-import { DashboardController } from './dashboard/dashboard.controller';
+import { DashboardController, LOGIN_ATTEMPTS_PER_MINUTE } from './dashboard/dashboard.controller';
 import { DashboardService } from './dashboard/dashboard.service';
 
 /**
@@ -36,7 +37,13 @@ export class MetricsModule {
   static for(role: DpRole): DynamicModule {
     return {
       module: MetricsModule,
-      imports: [prometheusModule(role === 'supervisor'), MetaRegistryModule, RoutingModule],
+      imports: [
+        prometheusModule(role === 'supervisor'),
+        MetaRegistryModule,
+        RoutingModule,
+        // Only the dashboard's sign-in is throttled (ThrottlerGuard on that one route).
+        ThrottlerModule.forRoot([{ ttl: 60_000, limit: LOGIN_ATTEMPTS_PER_MINUTE }]),
+      ],
       controllers: [DashboardController],
       providers: [
         MetricsSource,

@@ -12,6 +12,9 @@ export function natsConnectionOptions(
   const opts: ConnectionOptions = {
     servers: nats.url,
     name,
+    // Replies to this process's requests arrive under its own prefix, which the sample
+    // roles let no other identity subscribe to (security review N4).
+    inboxPrefix: nats.inboxPrefix,
     maxReconnectAttempts: -1,
     reconnectDelayHandler: reconnectDelay,
     // A dead server is noticed at once (its socket closes: back on another node ~100 ms

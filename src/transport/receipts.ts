@@ -85,11 +85,15 @@ type Handler = (err: Error | null, msg: Msg) => void;
  * dropped when the call ends (the map holds only calls in flight).
  */
 class ReceiptMux {
-  readonly prefix = createInbox();
+  /** Under the connection's own inbox prefix (nats.js keeps it in `options`). */
+  readonly prefix: string;
   readonly calls = new Map<string, Handler>();
   private readonly sub;
 
   constructor(nc: NatsConnection, onClosed: () => void) {
+    this.prefix = createInbox(
+      (nc as NatsConnection & { options?: { inboxPrefix?: string } }).options?.inboxPrefix,
+    );
     // A closed subscription (the connection closed, a permission error) ends every call
     // in flight with that error, and the next call makes a new one.
     const end = (err: Error) => {

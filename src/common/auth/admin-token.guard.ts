@@ -1,14 +1,16 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { Injectable, SetMetadata, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
 import type { MsgHdrs } from '@nats-io/transport-node';
 import type { NatsContext } from '@nestjs/microservices';
 import type { Request, Response } from 'express';
 import { AppConfig } from '../../config/app-config';
 import { Errors } from '../errors/error-catalogue';
+import { AdminSessions } from './admin-sessions';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
-/** The cookie /admin/login sets (HttpOnly, SameSite=Strict, Path=/admin). */
+/** The cookie /admin/login sets (a session id; HttpOnly, SameSite=Strict, Path=/admin). */
 export const ADMIN_COOKIE = 'epd_admin_token';
 
 /** One cookie's value from a Cookie header. */
@@ -26,14 +28,24 @@ export function cookie(header: string | undefined, name: string): string | undef
   return undefined;
 }
 
+const SESSION_READABLE = 'epd:session-readable';
+
+/**
+ * Marks a read-only GET route of the dashboard (the page, its event stream, the status
+ * snapshot) that a browser session may read with its cookie. No other route accepts the
+ * cookie: not `GET /start_profile` (SGLang's route changes state on a GET), not the admin
+ * API.
+ */
+export const SessionReadable = () => SetMetadata(SESSION_READABLE, true);
+
 /**
  * When EPD_ADMIN_TOKEN is set, admin routes and subjects need `Authorization: Bearer
- * <token>`: an HTTP header, or a NATS message header of the same name. A GET (the
- * dashboard and its event stream, which a browser cannot give a header) may present it
- * in the cookie /admin/login sets instead; anything that changes state needs the header,
- * so the cookie cannot be used for cross-site requests. Never in a URL. Both sides are
- * hashed first, so the comparison takes the same time whatever the length or content of
- * the presented token.
+ * <token>`: an HTTP header, or a NATS message header of the same name. The dashboard's
+ * read-only GETs (@SessionReadable: a browser cannot give its event stream a header) may
+ * present instead the session cookie /admin/login sets (AdminSessions: a random id,
+ * revoked by logout; never the token). Anything that changes state needs the header, so
+ * the cookie cannot be used for cross-site requests. Never in a URL. Both sides of a token
+ * comparison are hashed first, so it takes the same time whatever the presented token.
  */
 function bearer(header: string | undefined): string | undefined {
   return /^Bearer\s+(.+)$/i.exec(header ?? '')?.[1]?.trim();
@@ -43,7 +55,11 @@ function bearer(header: string | undefined): string | undefined {
 export class AdminTokenGuard implements CanActivate {
   private readonly expected?: Buffer;
 
-  constructor(config: AppConfig) {
+  constructor(
+    config: AppConfig,
+    private readonly sessions: AdminSessions,
+    private readonly reflector: Reflector,
+  ) {
     if (config.admin.token) this.expected = digest(config.admin.token);
   }
 
@@ -59,16 +75,25 @@ export class AdminTokenGuard implements CanActivate {
       if (this.matches(bearer(headers?.get('Authorization')))) return true;
       throw Errors.unauthorized();
     }
-    if (this.allowsHttp(context.switchToHttp().getRequest<Request>())) return true;
+    const req = context.switchToHttp().getRequest<Request>();
+    const readable = this.reflector.get<boolean>(SESSION_READABLE, context.getHandler()) === true;
+    if (this.allowsHttp(req, readable)) return true;
     context.switchToHttp().getResponse<Response>().setHeader('WWW-Authenticate', 'Bearer');
     throw Errors.unauthorized();
   }
 
-  /** Whether an HTTP request presents the token (header; or, for a GET, the cookie). */
-  allowsHttp(req: Request): boolean {
+  /**
+   * Whether an HTTP request presents the token (the header), or, for a GET of a route
+   * a session may read, a live session's cookie.
+   */
+  allowsHttp(req: Request, sessionReadable: boolean): boolean {
     if (!this.expected) return true;
     if (this.matches(bearer(req.headers.authorization))) return true;
-    return req.method === 'GET' && this.matches(cookie(req.headers.cookie, ADMIN_COOKIE));
+    return (
+      sessionReadable &&
+      req.method === 'GET' &&
+      this.sessions.valid(cookie(req.headers.cookie, ADMIN_COOKIE))
+    );
   }
 
   /** Whether `token` is the admin token (constant time). */

@@ -5,6 +5,7 @@ import {
   Get,
   Header,
   HttpCode,
+  Logger,
   Post,
   Req,
   Res,
@@ -16,7 +17,14 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { map, type Observable } from 'rxjs';
 import { z } from 'zod';
-import { ADMIN_COOKIE, AdminTokenGuard } from '../../common/auth/admin-token.guard';
+import { Throttle, ThrottlerGuard } from '@nestjs/throttler';
+import { AdminSessions } from '../../common/auth/admin-sessions';
+import {
+  ADMIN_COOKIE,
+  AdminTokenGuard,
+  cookie,
+  SessionReadable,
+} from '../../common/auth/admin-token.guard';
 import { Errors } from '../../common/errors/error-catalogue';
 import { ZodPipe } from '../../common/validation/zod.pipe';
 import { DASHBOARD_HTML, LOGIN_HTML } from './dashboard-page';
@@ -29,26 +37,33 @@ function asset(path: string): string {
   return readFileSync(require.resolve(path), 'utf8');
 }
 
+/** Sign-in attempts per client address and minute (ThrottlerGuard): 429 beyond. */
+export const LOGIN_ATTEMPTS_PER_MINUTE = 10;
+
 /**
  * The live dashboard: /admin/ui (the page), /admin/events (its Server-Sent Events), and
- * /admin/login, which trades the admin token for an HttpOnly, SameSite=Strict cookie so
- * that the token never appears in a URL.
+ * /admin/login, which trades the admin token for a session cookie (HttpOnly,
+ * SameSite=Strict; a random id, revoked by /admin/logout, never the token), so that the
+ * token never appears in a URL nor in the browser's cookie store. Sign-in attempts are
+ * throttled per address, and each failure is logged with it.
  */
 @ApiExcludeController()
 @Controller('admin')
 export class DashboardController {
   private readonly uplotJs = asset('uplot/dist/uPlot.iife.min.js');
   private readonly uplotCss = asset('uplot/dist/uPlot.min.css');
+  private readonly logger = new Logger('Dashboard');
 
   constructor(
     private readonly dashboard: DashboardService,
     private readonly guard: AdminTokenGuard,
+    private readonly sessions: AdminSessions,
   ) {}
 
   /** The page; without the token (when one is set), the sign-in page first. */
   @Get('ui')
   ui(@Req() req: Request, @Res() res: Response): void {
-    if (!this.guard.allowsHttp(req)) {
+    if (!this.guard.allowsHttp(req, true)) {
       res.redirect(303, '/admin/login');
       return;
     }
@@ -86,32 +101,45 @@ export class DashboardController {
     res.status(200).type('html').set('Cache-Control', 'no-store').send(LOGIN_HTML);
   }
 
-  /** `{token}`: 204 with the session cookie when it is the admin token, 401 otherwise. */
+  /**
+   * `{token}`: 204 with a new session's cookie when it is the admin token, 401 otherwise
+   * (logged at warn with the client's address). `Secure` when the request came over TLS:
+   * behind a TLS-terminating proxy, set EPD_HTTP_TRUST_PROXY so that it counts.
+   */
   @Post('login')
   @HttpCode(204)
+  @UseGuards(ThrottlerGuard)
+  @Throttle({ default: { limit: LOGIN_ATTEMPTS_PER_MINUTE, ttl: 60_000 } })
   signIn(
     @Body(new ZodPipe(loginSchema, 'login request')) body: z.infer<typeof loginSchema>,
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ): void {
-    if (!this.guard.matches(body.token)) throw Errors.unauthorized();
-    res.cookie(ADMIN_COOKIE, body.token, {
+    if (!this.guard.required) return;
+    if (!this.guard.matches(body.token)) {
+      this.logger.warn({ client: req.ip }, 'dashboard sign-in with a wrong admin token');
+      throw Errors.unauthorized();
+    }
+    res.cookie(ADMIN_COOKIE, this.sessions.create(), {
       httpOnly: true,
       sameSite: 'strict',
       secure: req.secure,
       path: '/admin',
-      maxAge: 12 * 3600 * 1000,
+      maxAge: AdminSessions.TTL_MS,
     });
   }
 
+  /** Ends the session: its id is revoked, not only the browser's cookie cleared. */
   @Post('logout')
   @HttpCode(204)
-  signOut(@Res({ passthrough: true }) res: Response): void {
+  signOut(@Req() req: Request, @Res({ passthrough: true }) res: Response): void {
+    this.sessions.revoke(cookie(req.headers.cookie, ADMIN_COOKIE));
     res.clearCookie(ADMIN_COOKIE, { path: '/admin' });
   }
 
   /** One snapshot of the numbers the dashboard shows (what `epd status` prints). */
   @Get('status')
+  @SessionReadable()
   @UseGuards(AdminTokenGuard)
   status(): Promise<Snapshot> {
     return this.dashboard.current();
@@ -119,6 +147,7 @@ export class DashboardController {
 
   /** A `history` event (the last five minutes), then a `snapshot` event a second. */
   @Sse('events')
+  @SessionReadable()
   @UseGuards(AdminTokenGuard)
   events(): Observable<MessageEvent> {
     return this.dashboard.stream().pipe(map((e) => ({ type: e.type, data: e.data })));
