@@ -59,8 +59,8 @@ describe('receipts and repeated calls (e2e, NATS)', () => {
   }
 
   it('an answer lost in transit is given again to a probe with the same call id, without running the call again', async () => {
-    const c = caller('lost-answer-1', 10_000);
-    c.send(subject('wait_metadata'), { req_id: 'la', timeout_ms: 10_000 });
+    const c = caller('lost-answer-1', 3_000);
+    c.send(subject('wait_metadata'), { req_id: 'la', timeout_ms: 3_000 });
     await waitFor(() => c.receipts().length === 1);
     // The receipt names this instance's own subject, where the probe goes.
     const probe = c.receipts()[0]!.headers!.get('Epd-Probe');
@@ -80,7 +80,7 @@ describe('receipts and repeated calls (e2e, NATS)', () => {
     expect(c.answers()).toHaveLength(0); // lost
     c.listen();
     await nc.flush();
-    c.send(probe, { req_id: 'la', timeout_ms: 10_000 });
+    c.send(probe, { req_id: 'la', timeout_ms: 3_000 });
     await waitFor(() => c.answers().length === 1);
     expect(c.answers()[0]).toMatchObject({ response: { ...META, req_id: 'la' } });
     expect(server.calls.stats.replayed).toBe(before.replayed + 1);
@@ -90,8 +90,8 @@ describe('receipts and repeated calls (e2e, NATS)', () => {
   });
 
   it('a second send of a call still running joins it: a receipt, and one answer', async () => {
-    const c = caller('joined-1', 10_000);
-    const body = { req_id: 'jn', timeout_ms: 10_000 };
+    const c = caller('joined-1', 3_000);
+    const body = { req_id: 'jn', timeout_ms: 3_000 };
     c.send(subject('wait_metadata'), body);
     await waitFor(() => c.receipts().length === 1);
     const before = server.calls.stats;
@@ -110,6 +110,7 @@ describe('receipts and repeated calls (e2e, NATS)', () => {
     const client = await EncoderClient.connect({
       connection: nc,
       subjectPrefix: t.config.nats.subjectPrefix,
+      requestTimeoutMs: 3_000,
     });
     await t.registry.publish('cl', META, 0);
     expect(await client.hasMetadata('cl')).toBe(true);
@@ -137,7 +138,7 @@ describe('receipts and repeated calls (e2e, NATS)', () => {
   });
 
   it('every tracked call drains away after its deadline (the ledger is bounded in time)', async () => {
-    // The calls above had deadlines of at most 10 s; each is kept 5 s
+    // The calls above had deadlines of at most 3 s; each is kept 5 s
     // past it. Their ledger entries must all go.
     await waitFor(() => server.calls.stats.tracked === 0, 30_000, 200);
   }, 60_000);

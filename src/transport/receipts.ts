@@ -106,8 +106,10 @@ class ReceiptMux {
         this.calls.get(msg.subject.slice(this.prefix.length + 1))?.(null, msg);
       },
     });
+    // nats.js settles `closed` with the server's error as its value (a permission
+    // violation), or with nothing when the connection closed.
     void this.sub.closed.then(
-      () => end(new Error('the NATS connection closed')),
+      (err: unknown) => end(err instanceof Error ? err : new Error('the NATS connection closed')),
       (err: unknown) => end(err instanceof Error ? err : new Error(String(err))),
     );
   }
