@@ -41,13 +41,15 @@ describe('N6: a send to a peer that never spoke ZMTP (e2e)', () => {
   it('is not reported acked, names the reason, and sends the peer nothing but the greeting', async () => {
     const png = dataUri(await image(56, 56), 'image/png');
     expectOk(await natsCall(nc, t, 'encode', encodeBody('n6', [png])));
+    const sendTo = (port: number, timeoutMs: number) =>
+      natsCall(nc, t, 'send', {
+        req_id: 'n6',
+        prefill_host: '127.0.0.1',
+        embedding_port: port,
+        timeout_ms: timeoutMs,
+      });
     const started = Date.now();
-    const reply = await natsCall(nc, t, 'send', {
-      req_id: 'n6',
-      prefill_host: '127.0.0.1',
-      embedding_port: httpPort,
-      timeout_ms: 1500,
-    });
+    const reply = await sendTo(httpPort, 1500);
     expect(reply.response).toBeUndefined();
     expect(reply.err?.message).toMatch(/no ZMTP handshake with 127\.0\.0\.1:\d+ within/);
     expect(Date.now() - started).toBeLessThan(5000);
@@ -59,12 +61,7 @@ describe('N6: a send to a peer that never spoke ZMTP (e2e)', () => {
     await rx.bind('tcp://127.0.0.1:*');
     const port = Number(/:(\d+)$/.exec(rx.lastEndpoint!)![1]);
     const frames = rx.receive();
-    const ok = await natsCall(nc, t, 'send', {
-      req_id: 'n6',
-      prefill_host: '127.0.0.1',
-      embedding_port: port,
-      timeout_ms: 5000,
-    });
+    const ok = await sendTo(port, 5000);
     expect(ok.response).toMatchObject({ req_id: 'n6', acked: true });
     expect((await frames).length).toBe(2);
     rx.close();
