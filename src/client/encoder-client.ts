@@ -286,21 +286,19 @@ export class EncoderClient {
   ): Promise<Msg> {
     const started = Date.now();
     const serverMs = (data as { timeout_ms?: number }).timeout_ms;
-    const max = this.nc.info?.max_payload;
+    // A body over the server's max_payload: nats.js refuses the publish, and the call
+    // rejects with that error (transportError makes it the 413).
     const outcome = await requestWithReceipts(this.nc, {
       subject,
       deadline: started + timeoutMs,
       // A send made later carries what is left of the server-side deadline.
       body: () => {
         const elapsed = Date.now() - started;
-        const payload = JSON.stringify(
+        return JSON.stringify(
           serverMs === undefined || elapsed === 0
             ? data
             : { ...data, timeout_ms: Math.max(1, serverMs - elapsed) },
         );
-        if (max !== undefined && Buffer.byteLength(payload) > max)
-          throw Errors.overMaxPayload(dpType, reqId);
-        return payload;
       },
       headers: (h) => traceHeaders(h),
       // Before a receipt, no responders is what it was without receipts: none serving. A
