@@ -56,6 +56,8 @@ const WHAT: Record<string, string> = {
     'N1: sends to 1,100 unreachable ZMQ ports, then a new real receiver: no socket or descriptor left behind',
   'kv-bucket-deleted.e2e-spec.ts':
     'N8: the shared registry bucket deleted under a running service: recreated, serving again',
+  'memory-budget.e2e-spec.ts':
+    'N2: 16 concurrent 13-image encodes of ~600 B each, with the forward slower than preprocessing: the peak held to the working-memory and staging budgets, every budget back to zero',
   'zmq-handshake.e2e-spec.ts':
     'N6: a ZMQ send to a listener that never spoke ZMTP: an error naming it, no frame sent, not acked',
   'receipts.e2e-spec.ts':

@@ -77,6 +77,7 @@ export const configSchema = z.object({
     maxBatchSize: positiveInt,
     maxPending: positiveInt,
     stagingMaxBytes: positiveInt,
+    workMaxBytes: positiveInt,
     stagingDtype: z.enum(['float32', 'float16', 'bfloat16']),
     stagingSlabBytes: z.coerce.number().int().min(0),
     // Encoder worker processes; above 1 this process supervises and dispatches to them.
@@ -182,6 +183,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_MAX_BATCH_SIZE: ['encoder', 'maxBatchSize'],
   EPD_MAX_PENDING: ['encoder', 'maxPending'],
   EPD_STAGING_MAX_BYTES: ['encoder', 'stagingMaxBytes'],
+  EPD_WORK_MAX_BYTES: ['encoder', 'workMaxBytes'],
   EPD_DP_SIZE: ['encoder', 'dpSize'],
   EPD_DP_RANK: ['encoder', 'dpRank'],
   EPD_DP_WORKER: ['encoder', 'dpWorker'],

@@ -9,6 +9,8 @@ export const stageTimingsSchema = z.object({
   load_ms: ms,
   /** Reading the media headers (and waiting for a worker to do it): caps and reservation. */
   plan_ms: ms,
+  /** Waiting for room in the working-memory budget (EPD_WORK_MAX_BYTES). */
+  memory_wait_ms: ms,
   /** Waiting for a free preprocessing thread. */
   preprocess_wait_ms: ms,
   preprocess_ms: ms,

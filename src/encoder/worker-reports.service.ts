@@ -3,9 +3,17 @@ import { ReqStateStore } from '../requests/req-state.store';
 import type { IpcTopic } from '../transport/ipc-topics';
 import { ParentLink } from '../transport/parent-link';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
+import type { WorkBudgetStats } from './pipeline/work-budget';
 import { EncodeScheduler, type SchedulerStats } from './scheduler/encode-scheduler.service';
 import type { RequestsView } from '../admin/request-views';
 import { LocalRequestsReport } from './local-requests-report';
+
+/** GET /admin/encoder of one process: its scheduler's counters and its working memory. */
+export type EncoderStats = SchedulerStats & { memory: WorkBudgetStats };
+
+export function encoderStats(scheduler: EncodeScheduler, admission: EncodeAdmission): EncoderStats {
+  return { ...scheduler.stats(), memory: admission.work.stats() };
+}
 
 /** What a worker reports about itself over IPC (`stats`). */
 export interface WorkerStats {
@@ -32,7 +40,7 @@ export class WorkerReports implements OnModuleInit {
       pending: this.admission.pendingRequests,
       staged_bytes: this.states.stats().usedBytes,
     }));
-    this.link.handle('scheduler', () => this.scheduler.stats());
+    this.link.handle('scheduler', () => encoderStats(this.scheduler, this.admission));
     this.link.handle('requests', () => this.requests.local());
   }
 }
@@ -41,8 +49,8 @@ declare module '../transport/ipc-topics' {
   interface IpcTopics {
     /** Supervisor → worker: pending requests and staged bytes, for GET /admin/workers. */
     stats: IpcTopic<void, WorkerStats>;
-    /** Supervisor → worker: its batching scheduler's counters, for GET /admin/encoder. */
-    scheduler: IpcTopic<void, SchedulerStats>;
+    /** Supervisor → worker: its scheduler's counters and working memory, for GET /admin/encoder. */
+    scheduler: IpcTopic<void, EncoderStats>;
     /** Supervisor → worker: its requests, for the supervisor's GET /admin/requests. */
     requests: IpcTopic<void, RequestsView>;
   }

@@ -6,7 +6,8 @@ import { ReqStateStore } from '../requests/req-state.store';
 import { EncoderBackend } from './backend/encoder-backend';
 import { Preprocessor } from './preprocess/preprocessor.service';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
-import { EncodeScheduler, type SchedulerStats } from './scheduler/encode-scheduler.service';
+import { encoderStats, type EncoderStats } from './worker-reports.service';
+import { EncodeScheduler } from './scheduler/encode-scheduler.service';
 
 interface WorkerView {
   dp_rank: number;
@@ -66,9 +67,12 @@ export class WorkersAdminController {
     };
   }
 
-  /** Batching scheduler counters: forwards by fused size, skips, isolation retries. */
+  /**
+   * Batching scheduler counters (forwards by fused size, skips, isolation retries), and the
+   * working-memory budget under `memory`.
+   */
   @Get('encoder')
-  encoderStats(): SchedulerStats {
-    return this.scheduler.stats();
+  encoderStats(): EncoderStats {
+    return encoderStats(this.scheduler, this.admission);
   }
 }

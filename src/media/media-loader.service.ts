@@ -8,6 +8,7 @@ import { isIP, type LookupFunction, type Socket } from 'node:net';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { Injectable } from '@nestjs/common';
 import { Errors } from '../common/errors/error-catalogue';
+import { MMError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
 import type { MediaItem } from './media-item';
 import { isAllowedHost, isPrivateAddress } from './address-policy';
@@ -24,6 +25,9 @@ const privateTarget = (address: string) =>
 
 /** The request's own deadline ran out while its media was loading (504, not the item's fault). */
 class DeadlineError extends Error {}
+
+/** Told of loaded bytes as they arrive; throws (an MMError) to refuse them. */
+export type Charge = (bytes: number) => void;
 
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
@@ -44,12 +48,21 @@ export class MediaLoader {
   /**
    * `deadline` (epoch ms) is the request's: loading never outlives it, so a URL that drips
    * one byte a second cannot hold an admission slot past the caller's timeout.
+   * `charge` is told of the bytes as they arrive (before a file or a data URI is copied,
+   * per chunk of a download) and may refuse them by throwing an MMError, which ends the
+   * load with that error.
    */
-  async load(item: MediaItem, reqId?: string, deadline = Infinity): Promise<Buffer> {
+  async load(
+    item: MediaItem,
+    reqId?: string,
+    deadline = Infinity,
+    charge: Charge = () => {},
+  ): Promise<Buffer> {
     let bytes: Buffer;
     try {
-      bytes = await this.fetchBytes(item.url, deadline);
+      bytes = await this.fetchBytes(item.url, deadline, charge);
     } catch (err) {
+      if (err instanceof MMError) throw err;
       if (err instanceof DeadlineError) throw Errors.loadDeadline(reqId);
       if (err instanceof TooLargeError) throw Errors.mediaTooLarge(item.url, err.message, reqId);
       throw Errors.loadFailed(item.url, (err as Error).message, reqId);
@@ -62,13 +75,13 @@ export class MediaLoader {
     return bytes;
   }
 
-  private fetchBytes(ref: string, deadline: number): Promise<Buffer> {
-    if (ref.startsWith('data:')) return Promise.resolve(this.dataUri(ref));
-    if (/^https?:\/\//i.test(ref)) return this.fetchChain(new URL(ref), deadline);
+  private async fetchBytes(ref: string, deadline: number, charge: Charge): Promise<Buffer> {
+    if (ref.startsWith('data:')) return this.dataUri(ref, charge);
+    if (/^https?:\/\//i.test(ref)) return this.fetchChain(new URL(ref), deadline, charge);
     if (ref.startsWith('file://') || ref.startsWith('/') || ref.startsWith('./'))
-      return this.readFile(ref);
+      return this.readFile(ref, charge);
     const compact = ref.replace(/\s+/g, '');
-    if (compact.length >= 4 && BASE64.test(compact)) return Promise.resolve(this.base64(compact));
+    if (compact.length >= 4 && BASE64.test(compact)) return this.base64(compact, charge);
     throw new LoadError(
       'unsupported media reference (expected a data URI, base64, a file path under the media root, or an http(s) URL)',
     );
@@ -91,26 +104,29 @@ export class MediaLoader {
    * multi-MB payload is decoded in one pass, without copies or scans before it (each one
    * cost milliseconds of event loop on a real photo).
    */
-  private base64(data: string): Buffer {
-    this.checkSize(Math.floor((data.length * 3) / 4) - 2);
+  private base64(data: string, charge: Charge): Buffer {
+    const size = Math.floor((data.length * 3) / 4) - 2;
+    this.checkSize(size);
+    charge(Math.max(0, size));
     const out = Buffer.from(data, 'base64');
     if (out.length === 0) throw new LoadError('empty base64 payload');
     this.checkSize(out.length);
     return out;
   }
 
-  private dataUri(uri: string): Buffer {
+  private dataUri(uri: string, charge: Charge): Buffer {
     const comma = uri.indexOf(',');
     if (comma < 0) throw new LoadError('malformed data URI (no comma)');
     const meta = uri.slice(5, comma);
     const payload = uri.slice(comma + 1);
-    if (meta.endsWith(';base64')) return this.base64(payload);
+    if (meta.endsWith(';base64')) return this.base64(payload, charge);
     const out = Buffer.from(decodeURIComponent(payload), 'utf8');
     this.checkSize(out.length);
+    charge(out.length);
     return out;
   }
 
-  private async readFile(ref: string): Promise<Buffer> {
+  private async readFile(ref: string, charge: Charge): Promise<Buffer> {
     const root = this.config.media.root;
     if (!root) throw new LoadError('file paths are disabled (EPD_MEDIA_ROOT is not set)');
     const path = ref.startsWith('file://') ? new URL(ref).pathname : ref;
@@ -124,6 +140,7 @@ export class MediaLoader {
     const info = await stat(target);
     if (!info.isFile()) throw new LoadError('not a regular file');
     this.checkSize(info.size);
+    charge(info.size);
     const fh = await open(target, 'r');
     try {
       return await fh.readFile();
@@ -136,7 +153,7 @@ export class MediaLoader {
    * One timeout for the whole redirect chain: the earlier of the fetch timeout and the
    * request's deadline, counted from the first hop (it used to restart on every hop).
    */
-  private async fetchChain(first: URL, deadline: number): Promise<Buffer> {
+  private async fetchChain(first: URL, deadline: number, charge: Charge): Promise<Buffer> {
     const { fetchTimeoutMs, maxRedirects } = this.config.media;
     const budget = Math.min(fetchTimeoutMs, deadline - this.clock.now());
     if (budget <= 0) throw new DeadlineError();
@@ -146,7 +163,7 @@ export class MediaLoader {
       byDeadline ? new DeadlineError() : new LoadError(`timed out after ${fetchTimeoutMs} ms`);
     let url = first;
     for (let hop = 0; ; hop++) {
-      const result = await this.fetchOnce(url, signal, timedOut);
+      const result = await this.fetchOnce(url, signal, timedOut, charge);
       if (!(result instanceof URL)) return result;
       if (hop >= maxRedirects) throw new LoadError(`more than ${maxRedirects} redirects`);
       url = result;
@@ -176,7 +193,12 @@ export class MediaLoader {
   }
 
   /** One hop: the body, or the URL a redirect points to. */
-  private fetchOnce(url: URL, signal: AbortSignal, timedOut: () => Error): Promise<Buffer | URL> {
+  private fetchOnce(
+    url: URL,
+    signal: AbortSignal,
+    timedOut: () => Error,
+    charge: Charge,
+  ): Promise<Buffer | URL> {
     this.checkTarget(url);
     const { allowPrivateNetworks } = this.config.media;
     const lookup: LookupFunction = (hostname, options, callback) => {
@@ -236,6 +258,11 @@ export class MediaLoader {
           total += chunk.length;
           const overflow = this.sizeError(total);
           if (overflow) return fail(overflow);
+          try {
+            charge(chunk.length);
+          } catch (err) {
+            return fail(err as Error);
+          }
           chunks.push(chunk);
         });
         res.on('end', () => done(Buffer.concat(chunks, total)));

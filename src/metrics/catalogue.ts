@@ -165,6 +165,24 @@ export const METRICS = spec({
     labels: [],
     sglang: 'none',
   },
+  epd_encoder_work_bytes: {
+    type: 'gauge',
+    help: 'Working memory held against EPD_WORK_MAX_BYTES: media being loaded, and planned decode and model input until the forward ends (0 when idle)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_work_waiting: {
+    type: 'gauge',
+    help: 'Planned parts waiting for room in EPD_WORK_MAX_BYTES (0 when idle)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_work_admissions_total: {
+    type: 'counter',
+    help: 'Planned parts against EPD_WORK_MAX_BYTES, by outcome: immediate, waited (let in after a wait), busy (503 memory_busy: no room for a load, or none before the deadline), too_large (507 work_too_large)',
+    labels: ['outcome'],
+    sglang: 'none',
+  },
   epd_encoder_staged_oldest_age_seconds: {
     type: 'gauge',
     help: 'Age of the oldest staged embedding not yet released (0 when none): a receiver that never fetches shows here long before EPD_SEND_TIMEOUT_MS',

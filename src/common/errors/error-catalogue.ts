@@ -173,6 +173,20 @@ export const Errors = {
       reqId,
       'staging_full',
     ),
+  memoryBusy: (need: number, free: number, max: number, reqId?: string) =>
+    new MMError(
+      `working memory busy: need ${need} bytes, ${Math.max(0, free)} of ${max} free (EPD_WORK_MAX_BYTES); retry later`,
+      503,
+      reqId,
+      'memory_busy',
+    ),
+  workTooLarge: (need: number, max: number, reqId?: string) =>
+    new MMError(
+      `request needs ${need} bytes of working memory, more than the budget of ${max} (EPD_WORK_MAX_BYTES)`,
+      507,
+      reqId,
+      'work_too_large',
+    ),
   // DP workers (EPD_DP_SIZE > 1): SGLang's messages where it has them
   workerDied: (rank: number, exitCode: number | null, reqId?: string) =>
     new MMError(`DP worker rank=${rank} died (exitcode=${exitCode})`, 503, reqId, 'worker_died'),

@@ -155,6 +155,16 @@ export const ERROR_TYPE_DOCS = [
     when: "a DP worker's IPC channel failed without the worker exiting: `DP worker rank={r} is not answering: …`",
   },
   { types: ['staging_full'], code: '507', when: '`EPD_STAGING_MAX_BYTES` would be exceeded' },
+  {
+    types: ['memory_busy'],
+    code: '503',
+    when: 'the process-wide working-memory budget (`EPD_WORK_MAX_BYTES`) had no room: for a download as it arrived, or for a planned decode and model input before the deadline: `working memory busy: need {n} bytes, …; retry later`',
+  },
+  {
+    types: ['work_too_large'],
+    code: '507',
+    when: 'one request alone would need more working memory (decoded media and model input, planned from the headers) than `EPD_WORK_MAX_BYTES`',
+  },
   { types: ['not_ready'], code: '503', when: 'the encoder cannot encode yet (models loading)' },
   {
     types: ['already_released'],

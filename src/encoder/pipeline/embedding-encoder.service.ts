@@ -12,6 +12,8 @@ import { discard } from '../workers/parcel';
 import type { EncodeRequest } from '../encode-request.schema';
 import type { StageTimings } from '../encode-response';
 import { EncodeStages, type EncodeSize } from './encode-stages.service';
+import { EncodeAdmission } from './encode-admission.service';
+import type { WorkLease } from './work-budget';
 
 export const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
@@ -46,14 +48,31 @@ export class EmbeddingEncoder {
     private readonly flights: EncodeFlights,
     private readonly states: ReqStateStore,
     private readonly registry: MetaRegistry,
+    private readonly admission: EncodeAdmission,
   ) {}
 
   async encode(req: EncodeRequest, state: ReqState, deadline: number): Promise<Encoded> {
+    // The request's share of the working-memory budget: its loads as they arrive, then
+    // each part it encodes from its plan until that part's forward ends.
+    const work = this.admission.work.lease(req.req_id);
+    try {
+      return await this.encodeWithin(req, state, deadline, work);
+    } finally {
+      work.release();
+    }
+  }
+
+  private async encodeWithin(
+    req: EncodeRequest,
+    state: ReqState,
+    deadline: number,
+    work: WorkLease,
+  ): Promise<Encoded> {
     const modelPath = () => this.modelPath(req);
     // Trusting the caller's hashes, every item may be cached already: nothing to load.
     const hinted = await this.flights.hinted(req, modelPath);
     const loadStart = this.clock.elapsed();
-    const items = hinted?.hits ? [] : await this.stages.load(req, deadline);
+    const items = hinted?.hits ? [] : await this.stages.load(req, deadline, (n) => work.charge(n));
     const loadMs = this.clock.elapsed() - loadStart;
     checkReleased(state);
 
@@ -65,7 +84,7 @@ export class EmbeddingEncoder {
       reserved = Math.max(reserved, bytes);
     };
     const encoded = await this.flights.run(req, items, deadline, modelPath, hinted, (claim) =>
-      this.encodeClaimed(req, state, items, claim, deadline, reserve),
+      this.encodeClaimed(req, state, items, claim, deadline, reserve, work),
     );
     return { ...encoded, timings: { ...encoded.timings, load_ms: round(loadMs) } };
   }
@@ -88,12 +107,13 @@ export class EmbeddingEncoder {
     claim: Claim,
     deadline: number,
     reserve: (bytes: number) => void,
+    work: WorkLease,
   ): Promise<Omit<Encoded, 'timings'> & { timings: Omit<Encoded['timings'], 'load_ms'> }> {
     const mine = claim.items;
     const part =
       mine.length === items.length ? req : { ...req, mm_items: mine.map((i) => req.mm_items[i]!) };
     const partItems = mine.map((i) => items[i]!);
-    const t = { plan: 0, preWall: 0 };
+    const t = { plan: 0, preWall: 0, work: 0 };
     let size: EncodeSize | undefined;
     if (mine.length > 0) {
       // Headers first: the caps and the staging reservation come before any decoding.
@@ -112,6 +132,11 @@ export class EmbeddingEncoder {
     let result: ScheduledResult | undefined;
     try {
       if (size) {
+        // Room for the decode and the model input, or a wait for it (then 503/507).
+        const workStart = this.clock.elapsed();
+        await work.reserve(size.workBytes, deadline);
+        t.work = this.clock.elapsed() - workStart;
+        checkReleased(state);
         const preStart = this.clock.elapsed();
         pre = await this.stages.preprocess(part, partItems, size);
         t.preWall = this.clock.elapsed() - preStart;
@@ -126,6 +151,9 @@ export class EmbeddingEncoder {
       // The inference thread has the model input by now, unless the request ended first:
       // then its buffer is freed here, not whenever a collection finds the port.
       discard(pre?.data);
+      // Before waiting for rows other requests encode: holding room while they wait for
+      // it would deadlock until the deadline.
+      work.release();
     }
     // The forward's slab slot (if any) is this request's until staged: freed on any way out.
     let slot = result?.output.slot;
@@ -153,6 +181,7 @@ export class EmbeddingEncoder {
       timings: {
         queue_ms: round(result?.queueMs ?? 0),
         plan_ms: round(t.plan),
+        memory_wait_ms: round(t.work),
         preprocess_wait_ms: round(Math.max(0, t.preWall - (pre?.ms ?? 0))),
         preprocess_ms: round(pre?.ms ?? 0),
         forward_ms: round(result?.forwardMs ?? 0),

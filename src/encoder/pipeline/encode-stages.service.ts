@@ -17,6 +17,7 @@ import { EncodeScheduler, type ScheduledResult } from '../scheduler/encode-sched
 import type { EncodeRequest } from '../encode-request.schema';
 import { inSpan } from '../../tracing/tracing';
 import { discard } from '../workers/parcel';
+import { plannedWorkBytes } from './work-budget';
 
 /** What a request will cost, known from the headers before anything is decoded. */
 export interface EncodeSize {
@@ -28,6 +29,8 @@ export interface EncodeSize {
   bytes: number;
   /** Images: each item's smart-resized size (height, width), for the preprocessing. */
   itemSizes: [number, number][];
+  /** Working memory from decode to the end of the forward (see WorkBudget). */
+  workBytes: number;
 }
 
 /**
@@ -72,12 +75,15 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     this.closing = true;
   }
 
-  /** Every item's bytes, loaded concurrently within the deadline. */
-  load(req: EncodeRequest, deadline: number): Promise<Buffer[]> {
+  /**
+   * Every item's bytes, loaded concurrently within the deadline; `charge` is told of them
+   * as they arrive (the work budget), and may refuse.
+   */
+  load(req: EncodeRequest, deadline: number, charge?: (bytes: number) => void): Promise<Buffer[]> {
     checkItemCount(req.mm_items.length, this.config.encoder, req.req_id);
     return inSpan('load', { 'epd.items': req.mm_items.length }, async (span) => {
       const items = await Promise.all(
-        req.mm_items.map((item) => this.loader.load(item, req.req_id, deadline)),
+        req.mm_items.map((item) => this.loader.load(item, req.req_id, deadline, charge)),
       );
       span?.setAttribute(
         'epd.bytes',
@@ -100,11 +106,13 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   }
 
   private async planUntraced(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
-    const plan = this.ok(req, await this.preprocessor.plan(req.modality, items));
+    const { audioMels } = await this.backend.info();
+    const plan = this.ok(req, await this.preprocessor.plan(req.modality, items, audioMels));
     checkPlan(plan, this.config.encoder, req.req_id);
     const dim = await this.dimOf(req.modality);
     const { tokens, itemTokens, itemSizes } = plan;
-    return { tokens, itemTokens, itemSizes, dim, bytes: tokens * dim * this.bytesPerValue };
+    const bytes = tokens * dim * this.bytesPerValue;
+    return { tokens, itemTokens, itemSizes, dim, bytes, workBytes: plannedWorkBytes(plan) };
   }
 
   /** The embedding width of the model that encodes `modality`. */

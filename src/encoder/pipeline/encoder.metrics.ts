@@ -9,6 +9,7 @@ import type { Modality } from '../encode-request.schema';
 import type { StageTimings } from '../encode-response';
 import { parcelsHeld } from '../workers/parcel';
 import { EncoderBackend } from '../backend/encoder-backend';
+import type { WorkBudget } from './work-budget';
 
 type TimedStage =
   'load' | 'plan' | 'preprocess_wait' | 'preprocess' | 'queue' | 'forward' | 'stage' | 'total';
@@ -88,6 +89,16 @@ export class EncoderMetrics extends OwnedMetrics {
     this.gauge('epd_encoder_staged_oldest_age_seconds', () => states.oldestStagedAgeMs() / 1000);
     this.gauge('epd_encoder_active_requests', () => states.stats().states);
     this.ownTotals('epd_encoder_releases_total', () => states.releases);
+  }
+
+  /** Reads the working-memory budget at scrape time (the admission owns it). */
+  workFrom(work: WorkBudget): void {
+    this.gauge('epd_encoder_work_bytes', () => work.inUse);
+    this.gauge('epd_encoder_work_waiting', () => work.stats().waiting);
+    this.ownTotals('epd_encoder_work_admissions_total', () => {
+      const { immediate, waited, refused } = work.stats();
+      return { immediate, waited, busy: refused.busy, too_large: refused.too_large };
+    });
   }
 
   /** Reads EPD_MAX_PENDING's count at scrape time (the admission owns it). */

@@ -82,6 +82,7 @@ const plan: MediaPlan = {
   keptFrames: 0,
   audioSeconds: 0,
   decodedAudioBytes: 0,
+  inputBytes: 0,
 };
 const preprocessed = (): PreprocessResult => ({
   ok: true,
@@ -149,7 +150,10 @@ async function wire(
       // One EncoderMetrics per process (prom-client's registry is global): others get a stub.
       realMetrics
         ? EncoderMetrics
-        : { provide: EncoderMetrics, useValue: inert('received', 'request', 'pendingFrom') },
+        : {
+            provide: EncoderMetrics,
+            useValue: inert('received', 'request', 'pendingFrom', 'workFrom'),
+          },
       EncodeScheduler,
       ReqStateStore,
       ParentLink,

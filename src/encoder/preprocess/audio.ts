@@ -21,6 +21,11 @@ function windowLengths(samples: number): number[] {
   );
 }
 
+/** The 30 s windows `frames` samples at `rate` Hz are cut into, from the header. */
+export function audioWindows(frames: number, rate: number): number {
+  return windowLengths(resampledLength(frames, rate, AUDIO_SAMPLE_RATE)).length;
+}
+
 /** Tokens of `frames` samples at `rate` Hz, from the header: what audioFeatures gives. */
 export function audioTokens(frames: number, rate: number): number {
   const samples = resampledLength(frames, rate, AUDIO_SAMPLE_RATE);

@@ -46,6 +46,8 @@ describe('media plan (headers only) agrees with the decode', () => {
     expect(p.ok && pre.ok).toBe(true);
     expect(p.tokens).toBe(pre.ok ? pre.tokens : -1);
     expect(p.decodedPixels).toBeGreaterThan(224 * 224);
+    // The working-memory budget (N2) reserves exactly the model input the decode makes.
+    expect(p.inputBytes).toBe(pre.ok ? pre.data.byteLength : -1);
   });
 
   it("image: given the plan's sizes, the preprocessing reads no header again and gives the same values", async () => {
@@ -85,6 +87,7 @@ describe('media plan (headers only) agrees with the decode', () => {
     expect(p.decodedPixels).toBe(8 * 300 * 200);
     expect(pre.ok && pre.tokens).toBe(p.tokens);
     expect(pre.ok && pre.grids).toEqual([[4, 14, 22]]);
+    expect(p.inputBytes).toBe(pre.ok ? pre.data.byteLength : -1);
   });
 
   it('video: a list of frames and animated items, in order', async () => {
@@ -103,6 +106,7 @@ describe('media plan (headers only) agrees with the decode', () => {
       const pre = await preprocess(task('audio', [wav]));
       expect(pre.ok && pre.tokens).toBe(p.tokens);
       expect(p.audioSeconds).toBeCloseTo(2.37, 3);
+      expect(p.inputBytes).toBe(pre.ok ? pre.data.byteLength : -1);
     },
   );
 });
@@ -158,6 +162,7 @@ describe('request caps', () => {
     keptFrames: 0,
     audioSeconds: 0,
     decodedAudioBytes: 0,
+    inputBytes: 0,
   };
   const refusal = (f: () => void): MMError => {
     try {

@@ -50,6 +50,8 @@ export interface MediaPlan {
   audioSeconds: number;
   /** Audio: float32 bytes the decoder produces (native rate, every channel). */
   decodedAudioBytes: number;
+  /** Bytes of the model input the preprocessing will produce (float32 patches or mels). */
+  inputBytes: number;
 }
 
 export type PlanResult = MediaPlan | PreprocessFailed;

@@ -10,7 +10,8 @@ import { ship } from '../workers/parcel';
 import { pack } from '../workers/pack';
 import { AudioDecodeError } from '../../media/audio-decode';
 import { audioInfo } from '../../media/audio-decode';
-import { audioFeatures, audioTokens } from './audio';
+import { audioFeatures, audioTokens, audioWindows } from './audio';
+import { MEL_FRAMES } from './whisper-mel';
 import { patchValues, patchify } from './patchify';
 import { awaitReturn, inputBuffer, inputPoolStats, type InputPoolStats } from './input-pool';
 import { loadBicubicResampler } from './resample';
@@ -205,7 +206,9 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     keptFrames: 0,
     audioSeconds: 0,
     decodedAudioBytes: 0,
+    inputBytes: 0,
   };
+  const float32 = Float32Array.BYTES_PER_ELEMENT;
   if (task.modality === 'audio') {
     for (const [i, buf] of task.items.entries()) {
       let info;
@@ -218,6 +221,8 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
       plan.tokens += plan.itemTokens[i]!;
       plan.audioSeconds += info.frames / info.sampleRate;
       plan.decodedAudioBytes += info.frames * info.channels * 4;
+      plan.inputBytes +=
+        audioWindows(info.frames, info.sampleRate) * task.nMels * MEL_FRAMES * float32;
     }
   } else if (task.modality === 'image') {
     for (const [i, buf] of task.items.entries()) {
@@ -227,6 +232,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
       plan.itemTokens.push(tokensOf(1, h, w));
       plan.tokens += plan.itemTokens[i]!;
       plan.decodedPixels += d.width * d.height;
+      plan.inputBytes += patchValues(1, h, w) * float32;
     }
   } else {
     const { h, w, frames, total } = await videoFrames(task);
@@ -235,6 +241,7 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
     plan.sourceFrames = total;
     plan.keptFrames = frames.length;
     plan.decodedPixels = frames.reduce((n, f) => n + f.pixels, 0);
+    plan.inputBytes = patchValues(frames.length, h, w) * float32;
   }
   return plan;
 }

@@ -33,10 +33,12 @@ export class Preprocessor implements OnModuleDestroy {
     return poolThreadIds(this.pool);
   }
 
-  /** Reads the media headers only: tokens, decoded pixels, frames, seconds (see MediaPlan). */
-  plan(modality: Modality, items: Buffer[]): Promise<PlanResult> {
-    // Headers only: no features are computed, so the mel count does not matter.
-    return runTask<PlanResult>(this.pool, this.task(modality, items, 0), { name: 'plan' });
+  /**
+   * Reads the media headers only: tokens, decoded pixels, frames, seconds (see MediaPlan).
+   * `nMels` (audio) sizes the model input the plan reports; no features are computed.
+   */
+  plan(modality: Modality, items: Buffer[], nMels = 0): Promise<PlanResult> {
+    return runTask<PlanResult>(this.pool, this.task(modality, items, nMels), { name: 'plan' });
   }
 
   /**
