@@ -58,6 +58,8 @@ const WHAT: Record<string, string> = {
     'N8: the shared registry bucket deleted under a running service: recreated, serving again',
   'memory-budget.e2e-spec.ts':
     'N2: 16 concurrent 13-image encodes of ~600 B each, with the forward slower than preprocessing: the peak held to the working-memory and staging budgets, every budget back to zero',
+  'tenants.e2e-spec.ts':
+    "N3/N9: tenant beta's receiver releases, tombstones and redirects tenant alpha's req_ids, and plants trusted hashes in alpha's namespace: alpha unaffected, 0 bytes to beta",
   'zmq-handshake.e2e-spec.ts':
     'N6: a ZMQ send to a listener that never spoke ZMTP: an error naming it, no frame sent, not acked',
   'receipts.e2e-spec.ts':

@@ -62,10 +62,11 @@ describe('receipts and repeated calls (e2e, NATS)', () => {
     const c = caller('lost-answer-1', 3_000);
     c.send(subject('wait_metadata'), { req_id: 'la', timeout_ms: 3_000 });
     await waitFor(() => c.receipts().length === 1);
-    // The receipt names this instance's own subject, where the probe goes.
+    // The receipt names this instance's probe subject in the caller's space (the shared
+    // one here), where the probe goes.
     const probe = c.receipts()[0]!.headers!.get('Epd-Probe');
     expect(probe).toBe(
-      `${t.config.nats.subjectPrefix}.v1.inst.${t.config.instance.id}.wait_metadata`,
+      `${t.config.nats.subjectPrefix}.v1.probe.${t.config.instance.id}.wait_metadata`,
     );
     await waitFor(async () => (await t.registry.stats()).waiters === 1);
     // The answer is published while nobody listens on the inbox: NATS drops it, as a
@@ -103,6 +104,22 @@ describe('receipts and repeated calls (e2e, NATS)', () => {
     await waitFor(() => c.answers().length === 1);
     await nc.flush();
     expect(c.answers()).toHaveLength(1);
+    c.stop();
+  });
+
+  it('a probe subject only looks calls up: one it does not know gets no answer and never runs', async () => {
+    // Probe subjects are in every caller's permissions; were a call run there, a receiver
+    // could make the encoder run what its role may not call (an encode).
+    const c = caller('never-sent-1', 3_000);
+    const before = server.calls.stats;
+    const probeSubject = `${t.config.nats.subjectPrefix}.v1.probe.${t.config.instance.id}`;
+    c.send(`${probeSubject}.wait_metadata`, { req_id: 'pr', timeout_ms: 3_000 });
+    // The server answers a probe (if at all) before it counts it, in the same turn.
+    await waitFor(() => server.calls.stats.unknown === before.unknown + 1);
+    await nc.flush();
+    expect(c.got).toHaveLength(0);
+    expect((await t.registry.stats()).waiters).toBe(0);
+    expect(server.calls.stats.tracked).toBe(before.tracked);
     c.stop();
   });
 

@@ -12,6 +12,11 @@ export interface Fingerprint {
   maxPixels: number;
   maxVideoFrames: number;
   stagingDtype: string;
+  /**
+   * The tenant whose request this is (common/tenant.ts): tenants share no entry, neither
+   * by content (whose hits would tell one tenant what another encoded) nor by hash.
+   */
+  tenant?: string;
 }
 
 /** A share of a request the cache keeps as one entry: one image, or a whole video or audio request. */

@@ -165,9 +165,17 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     for (const own of this.owned.values()) clearInterval(own.renew);
   }
 
-  /** The request's cache units; `modelPath` is the file that encodes its modality. */
-  async units(modality: string, items: Uint8Array[], modelPath: string): Promise<CacheUnit[]> {
-    return cacheUnits(await this.fingerprint(modality, modelPath), items);
+  /**
+   * The request's cache units; `modelPath` is the file that encodes its modality, `tenant`
+   * the tenant of its req_id (none in the shared space).
+   */
+  async units(
+    modality: string,
+    items: Uint8Array[],
+    modelPath: string,
+    tenant?: string,
+  ): Promise<CacheUnit[]> {
+    return cacheUnits(await this.fingerprint(modality, modelPath, tenant), items);
   }
 
   /** Whether callers' hashes are lookup keys (the cache on, EPD_CACHE_TRUST_CLIENT_HASH). */
@@ -185,9 +193,10 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     hints: (string | undefined)[],
     namespace: string,
     modelPath: string,
+    tenant?: string,
   ): Promise<{ keys: string[]; hits?: CacheEntry[] } | undefined> {
     if (hints.some((h) => h === undefined)) return undefined;
-    const fp = await this.fingerprint(modality, modelPath);
+    const fp = await this.fingerprint(modality, modelPath, tenant);
     const keys = hintKeys(fp, hints as string[], namespace);
     const found = keys.map((k) => this.hints.get(k));
     if (found.some((k) => k === undefined || !this.store.has(k))) return { keys };
@@ -201,10 +210,14 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     if (this.hints.size > MAX_HINTS) this.hints.delete(this.hints.keys().next().value!);
   }
 
-  private async fingerprint(modality: string, modelPath: string): Promise<Fingerprint> {
+  private async fingerprint(
+    modality: string,
+    modelPath: string,
+    tenant?: string,
+  ): Promise<Fingerprint> {
     const { minPixels, maxPixels, maxVideoFrames, stagingDtype } = this.config.encoder;
     const model = await this.modelHash(modelPath);
-    return { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype };
+    return { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype, tenant };
   }
 
   /**

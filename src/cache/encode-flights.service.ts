@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { MMError } from '../common/errors/mm-error';
+import { tenantOf } from '../common/tenant';
 import type { CacheEntry, Flight } from './embedding-cache';
 import { EncodeCache } from './encode-cache.service';
 
@@ -210,7 +211,9 @@ export class EncodeFlights {
       const h = hashes[i];
       return typeof h === 'string' || typeof h === 'number' ? String(h) : undefined;
     });
-    return this.cache.hinted(req.modality, hints, req.cache_namespace ?? '', await modelPath());
+    const namespace = req.cache_namespace ?? '';
+    const tenant = tenantOf(req.req_id);
+    return this.cache.hinted(req.modality, hints, namespace, await modelPath(), tenant);
   }
 
   /**
@@ -262,7 +265,12 @@ export class EncodeFlights {
   ): Promise<Claim> {
     const all = { key: '', items: items.map((_, i) => i) };
     if (!this.cache.enabled) return new Claim([all], req.modality, this.cache);
-    const units = await this.cache.units(req.modality, items, await modelPath());
+    const units = await this.cache.units(
+      req.modality,
+      items,
+      await modelPath(),
+      tenantOf(req.req_id),
+    );
     // The caller's hashes now name what their bytes really were (as far as it told the truth).
     if (hintKeys) units.forEach((u, i) => this.cache.alias(hintKeys[i]!, u.key));
     // All at once: each acquire takes its in-process claim before its first await.

@@ -19,6 +19,7 @@ import type {
 } from '../meta-registry/meta.schema';
 import { requestWithReceipts } from '../transport/receipts';
 import { DpType, subjectFor } from '../transport/subjects';
+import { TENANT_NAME, tenantSubjectFor } from '../transport/tenant-scope';
 
 /**
  * The caller's trace context (W3C `traceparent`, `tracestate`) as NATS headers, when the
@@ -54,6 +55,12 @@ export interface EncoderClientOptions {
   servers?: string | string[];
   connectOptions?: Partial<ConnectionOptions>;
   subjectPrefix?: string;
+  /**
+   * Act as this tenant (docs/threat-model.md): calls go to `<prefix>.v1.t.<tenant>.<dp_type>`,
+   * and their req_ids are this tenant's own, out of reach of callers outside it. Unset:
+   * the shared subjects.
+   */
+  tenant?: string;
   /** Deadline of calls other than waits. Default 10 s. */
   requestTimeoutMs?: number;
   /** Extra time a wait's NATS request gets beyond its server-side deadline. Default 1 s. */
@@ -125,6 +132,7 @@ interface Reply<T> {
  */
 export class EncoderClient {
   private readonly prefix: string;
+  private readonly tenant: string | undefined;
   private readonly requestTimeoutMs: number;
   private readonly replySlackMs: number;
   private readonly retry: RetryPolicy;
@@ -137,6 +145,11 @@ export class EncoderClient {
     options: EncoderClientOptions,
   ) {
     this.prefix = options.subjectPrefix ?? 'epd';
+    if (options.tenant !== undefined && !TENANT_NAME.test(options.tenant))
+      throw new Error(
+        `tenant must be 1-64 of [A-Za-z0-9_-], got ${JSON.stringify(options.tenant)}`,
+      );
+    this.tenant = options.tenant;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.replySlackMs = options.replySlackMs ?? 1_000;
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
@@ -254,7 +267,10 @@ export class EncoderClient {
     data: object,
     timeoutMs = this.requestTimeoutMs,
   ): Promise<T> {
-    const subject = subjectFor(this.prefix, dpType);
+    const subject =
+      this.tenant === undefined
+        ? subjectFor(this.prefix, dpType)
+        : tenantSubjectFor(this.prefix, this.tenant, dpType);
     const reqId = (data as { req_id?: string }).req_id;
     let raw: Msg;
     try {

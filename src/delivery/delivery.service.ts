@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { inSpan, SpanKind } from '../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
+import { publicReqId, unscopeReply } from '../common/tenant';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import { withTimeout } from '../common/timeout';
@@ -199,7 +200,7 @@ export class DeliveryService {
     for (const d of state.destinations.values()) endpoints.set(d.key, d.endpoint);
     for (const t of targets) endpoints.set(endpointKey(t), t);
     const header: FrameHeader = {
-      req_id: state.reqId,
+      req_id: publicReqId(state.reqId),
       part_idx: state.partIdx,
       num_parts: state.numParts,
       shape: [0],
@@ -208,7 +209,7 @@ export class DeliveryService {
       session_id: null,
       buffer_address: null,
       modality: state.modality,
-      error_msg: error.message,
+      error_msg: unscopeReply(error.message, state.reqId),
       error_code: error.code,
     };
     await Promise.all(
@@ -309,7 +310,7 @@ export class DeliveryService {
       // release or an expiry meanwhile must not hand its bytes to another request.
       written = this.holdWhileWriting(emb.slot);
       const header: FrameHeader = {
-        req_id: state.reqId,
+        req_id: publicReqId(state.reqId),
         part_idx: state.partIdx,
         num_parts: state.numParts,
         shape: [emb.tokens, emb.dim],

@@ -1,9 +1,11 @@
 import { z } from 'zod';
+import { publicReqId } from '../common/tenant';
 
+/** At most 512 characters as its caller wrote it (a tenant's inner form adds `<tenant>/`). */
 export const reqIdSchema = z
   .string({ error: 'missing or invalid req_id' })
   .min(1, 'missing or invalid req_id')
-  .max(512, 'req_id is longer than 512 characters');
+  .refine((id) => publicReqId(id).length <= 512, 'req_id is longer than 512 characters');
 
 const count = z.number().int().nonnegative();
 

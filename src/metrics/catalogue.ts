@@ -308,7 +308,7 @@ export const METRICS = spec({
   },
   epd_encoder_nats_repeated_calls_total: {
     type: 'counter',
-    help: 'Sends of a call this process had already taken under the receipt protocol (same Epd-Call id): joined the call still running (a probe, or a resend whose receipt was lost), replayed its answer (lost in transit), or untracked (the call ledger was full; the call ran again)',
+    help: 'Sends of a call this process had already taken under the receipt protocol (same Epd-Call id): joined the call still running (a probe, or a resend whose receipt was lost), replayed its answer (lost in transit), untracked (the call ledger was full; the call ran again), or unknown (a probe of a call not known here: not run, the caller finds the callee unreachable)',
     labels: ['outcome'],
     sglang: 'none',
   },

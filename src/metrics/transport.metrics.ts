@@ -21,8 +21,8 @@ export class TransportMetrics extends OwnedMetrics {
     this.gauge('epd_encoder_nats_out_of_group', () => (membership.stats.out ? 1 : 0));
     const calls = server.calls;
     this.ownTotals('epd_encoder_nats_repeated_calls_total', () => {
-      const { joined, replayed, untracked } = calls.stats;
-      return { joined, replayed, untracked };
+      const { joined, replayed, untracked, unknown } = calls.stats;
+      return { joined, replayed, untracked, unknown };
     });
     this.gauge('epd_encoder_nats_calls_tracked', () => calls.stats.tracked);
   }

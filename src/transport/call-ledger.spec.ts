@@ -28,7 +28,18 @@ describe('CallLedger (each call under the receipt protocol runs once)', () => {
       kind: 'answered',
       answer: { data: '{"response":1}' },
     });
-    expect(ledger.stats).toEqual({ tracked: 1, joined: 1, replayed: 1, untracked: 0, answered: 1 });
+    expect(ledger.stats).toEqual({
+      tracked: 1,
+      joined: 1,
+      replayed: 1,
+      untracked: 0,
+      answered: 1,
+      unknown: 0,
+    });
+    // A probe finds it; a probe of a call never taken here runs nothing and registers nothing.
+    expect(ledger.peek('c1')).toMatchObject({ kind: 'answered' });
+    expect(ledger.peek('never-sent')).toEqual({ kind: 'unknown' });
+    expect(ledger.stats).toMatchObject({ tracked: 1, unknown: 1 });
     ledger.close();
   });
 

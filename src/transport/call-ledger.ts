@@ -30,6 +30,8 @@ export interface LedgerStats {
   untracked: number;
   /** Answers recorded for a repeat. */
   answered: number;
+  /** Probes of calls not known here (never run; the caller finds the callee unreachable). */
+  unknown: number;
 }
 
 /**
@@ -49,7 +51,7 @@ export class CallLedger {
 
   private readonly calls = new Map<string, Entry>();
   private sweeper?: NodeJS.Timeout;
-  private readonly counts = { joined: 0, replayed: 0, untracked: 0, answered: 0 };
+  private readonly counts = { joined: 0, replayed: 0, untracked: 0, answered: 0, unknown: 0 };
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -80,6 +82,20 @@ export class CallLedger {
     this.calls.set(id, { until: this.keepUntil(deadline, now) });
     this.startSweeper();
     return { kind: 'new' };
+  }
+
+  /**
+   * A probe of call `id` (receipts.ts): what a send would meet, but a call not known here
+   * is `unknown`, never taken. Probe subjects run nothing: a caller may probe only the
+   * calls it sent where its permissions let it send them.
+   */
+  peek(id: string): Arrival | { kind: 'unknown' } {
+    const entry = this.calls.get(id);
+    if (!entry || entry.until <= this.now()) {
+      this.counts.unknown++;
+      return { kind: 'unknown' };
+    }
+    return this.arrive(id, undefined);
   }
 
   /** Records the first answer `msg` gets, so a later send of the call is answered the same. */

@@ -2,6 +2,7 @@ import {
   Empty,
   headers,
   type Msg,
+  type MsgHdrs,
   type NatsConnection,
   type Subscription,
 } from '@nats-io/transport-node';
@@ -24,10 +25,20 @@ import { QueueGroupMembership } from './queue-group-membership';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
+import { anyTenantSubjectFor, probeSubjectFor, spaceOf, TENANT_DP_TYPES } from './tenant-scope';
 import { contextFromNats, tracingEnabled, withContext } from '../tracing/tracing';
 import { withTimeout } from '../common/timeout';
 
 type NatsCallback = (err: Error | null, msg: Msg) => void;
+
+/** Receipt headers kept per dp_type (one per space a call arrived in); beyond, built per call. */
+const MAX_RECEIPT_HEADERS = 256;
+
+/** A call's id in the ledger: a tenant's own, so no other space can replay its answer. */
+function ledgerKey(prefix: string, subject: string, callId: string): string {
+  const space = spaceOf(prefix, subject);
+  return space.kind === 'tenant' ? `${space.tenant}/${callId}` : callId;
+}
 
 /** How long a shutdown waits for the queue groups' UNSUBs to be flushed. */
 const SHUTDOWN_LEAVE_MS = 1_000;
@@ -65,7 +76,10 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
   ) {
     super({
       queue: config.nats.queueGroup,
-      deserializer: new JsonInteropDeserializer(config.nats.maxRequestBytes),
+      deserializer: new JsonInteropDeserializer(
+        config.nats.maxRequestBytes,
+        config.nats.subjectPrefix,
+      ),
       serializer: new ReplySerializer(),
     });
     this.nats = nats;
@@ -131,34 +145,65 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
           : handler,
       );
       // A caller that asks (receipts.ts) is told at once that the call arrived, before the
-      // gate, and where to ask this process again: it then knows a slow answer from a
-      // request lost in transit, and an answer lost in transit is sent again.
-      const receipt = headers();
-      receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
-      receipt.set(
-        PROBE_HEADER,
-        this.role.worker
-          ? instanceRankSubjectFor(prefix, id, rank, dpType)
-          : instanceSubjectFor(prefix, id, dpType),
-      );
+      // gate, and where to ask this process again (in the caller's own space, which its
+      // permissions cover): it then knows a slow answer from a request lost in transit,
+      // and an answer lost in transit is sent again.
+      const receipts = new Map<string, MsgHdrs>();
+      const receiptFor = (subject: string): MsgHdrs => {
+        const space = spaceOf(prefix, subject);
+        const key = space.kind === 'tenant' ? `t.${space.tenant}` : space.kind;
+        let receipt = receipts.get(key);
+        if (receipt) return receipt;
+        receipt = headers();
+        receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
+        receipt.set(
+          PROBE_HEADER,
+          space.kind === 'internal'
+            ? this.role.worker
+              ? instanceRankSubjectFor(prefix, id, rank, dpType)
+              : instanceSubjectFor(prefix, id, dpType)
+            : probeSubjectFor(
+                prefix,
+                space.kind === 'tenant' ? space.tenant : undefined,
+                id,
+                dpType,
+                this.role.worker ? rank : undefined,
+              ),
+        );
+        if (receipts.size < MAX_RECEIPT_HEADERS) receipts.set(key, receipt);
+        return receipt;
+      };
       const callback = (err: Error | null, msg: Msg) => {
         const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
         if (callId) {
+          const key = ledgerKey(prefix, msg.subject, callId);
           const seen = this.calls.arrive(
-            callId,
+            key,
             Number(msg.headers!.get(DEADLINE_HEADER)) || undefined,
           );
           if (seen.kind === 'answered') {
             client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
             return;
           }
-          client.publish(msg.reply!, Empty, { headers: receipt });
+          client.publish(msg.reply!, Empty, { headers: receiptFor(msg.subject) });
           if (seen.kind === 'running') return;
-          msg = this.calls.track(callId, msg);
+          msg = this.calls.track(key, msg);
         } else if (msg.reply && msg.headers?.has(RECEIPT_HEADER)) {
-          client.publish(msg.reply, Empty, { headers: receipt });
+          client.publish(msg.reply, Empty, { headers: receiptFor(msg.subject) });
         }
         gated(err, msg);
+      };
+      // A probe subject only looks a call up: a receipt while it runs, its answer again once
+      // answered, silence for a call unknown here. It never runs one, so a caller cannot use
+      // it to call what its permissions do not let it call.
+      const probed = (_err: Error | null, msg: Msg) => {
+        const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
+        if (!callId) return;
+        const seen = this.calls.peek(ledgerKey(prefix, msg.subject, callId));
+        if (seen.kind === 'answered')
+          client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
+        else if (seen.kind === 'running')
+          client.publish(msg.reply!, Empty, { headers: receiptFor(msg.subject) });
       };
       // The queue group's subscription: withdrawn while this process sheds, if it may be.
       const shared = (subject: string) => {
@@ -169,11 +214,21 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
       if (this.role.worker) {
         shared(rankSubjectFor(prefix, rank, dpType));
         client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });
+        client.subscribe(probeSubjectFor(prefix, undefined, id, dpType, rank), {
+          callback: probed,
+        });
         continue;
       }
       shared(subjectFor(prefix, dpType));
       if (this.role.single) client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
       client.subscribe(instanceSubjectFor(prefix, id, dpType), { callback });
+      client.subscribe(probeSubjectFor(prefix, undefined, id, dpType), { callback: probed });
+      // Every tenant's calls (tenant-scope.ts): which tenant a caller may act as is NATS
+      // permissions' to say, by the subjects it may publish on.
+      if (TENANT_DP_TYPES.has(dpType)) {
+        shared(anyTenantSubjectFor(prefix, dpType));
+        client.subscribe(probeSubjectFor(prefix, '*', id, dpType), { callback: probed });
+      }
     }
   }
 

@@ -2,13 +2,21 @@ import type { Msg } from '@nats-io/transport-node';
 import { RejectedPayload } from '../common/validation/zod.pipe';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
 
-function msg(body: string, reply?: string): Msg {
+function msg(body: string, reply?: string, subject = 'epd.v1.wait_metadata'): Msg {
   const data = new TextEncoder().encode(body);
-  return { subject: 'epd.v1.wait_metadata', reply, data, string: () => body } as unknown as Msg;
+  const sent: unknown[] = [];
+  return {
+    subject,
+    reply,
+    data,
+    string: () => body,
+    sent,
+    respond: (d: unknown) => sent.push(d),
+  } as unknown as Msg;
 }
 
 describe('JsonInteropDeserializer', () => {
-  const d = new JsonInteropDeserializer(64);
+  const d = new JsonInteropDeserializer(64, 'epd');
   const opts = { channel: 'wait_metadata' };
 
   it('passes a Nest envelope through with its id', () => {
@@ -56,5 +64,44 @@ describe('JsonInteropDeserializer', () => {
 
   it('reads an empty body as {}', () => {
     expect((d.deserialize(msg('', '_INBOX.1'), opts) as { data: unknown }).data).toEqual({});
+  });
+
+  describe('tenants as subject prefixes (N3)', () => {
+    const big = new JsonInteropDeserializer(4096, 'epd');
+    it("scopes a tenant's req_id, and says the caller's again in the reply", () => {
+      const m = msg('{"req_id":"r1"}', '_INBOX.1', 'epd.v1.t.alpha.release');
+      const out = big.deserialize(m, { channel: 'release' }) as { data: { req_id: string } };
+      expect(out.data.req_id).toBe('alpha/r1');
+      m.respond('{"response":{"req_id":"alpha/r1"},"err":"no req_id=alpha/r1"}');
+      expect((m as unknown as { sent: string[] }).sent).toEqual([
+        '{"response":{"req_id":"r1"},"err":"no req_id=r1"}',
+      ]);
+    });
+
+    it("refuses, in the shared space, a req_id that could name a tenant's (400)", () => {
+      for (const subject of ['epd.v1.release', 'epd.v1.rank.0.release', 'epd.v1.probe.i.release']) {
+        const out = big.deserialize(msg('{"req_id":"alpha/r1"}', '_INBOX.1', subject), {
+          channel: 'release',
+        }) as { data: RejectedPayload };
+        expect(out.data).toBeInstanceOf(RejectedPayload);
+        expect(out.data.error.code).toBe(400);
+        expect(out.data.error.message).toMatch(/req_id may not contain "\/"/);
+      }
+    });
+
+    it("refuses a tenant's req_id that names another tenant's, and leaves calls between encoders as they are", () => {
+      const nested = big.deserialize(
+        msg('{"req_id":"beta/r1"}', '_INBOX.1', 'epd.v1.t.alpha.send'),
+        {
+          channel: 'send',
+        },
+      ) as { data: RejectedPayload };
+      expect(nested.data).toBeInstanceOf(RejectedPayload);
+      const forwarded = big.deserialize(
+        msg('{"req_id":"alpha/r1"}', '_INBOX.1', 'epd.v1.inst.host-1-abc.send'),
+        { channel: 'send' },
+      ) as { data: { req_id: string } };
+      expect(forwarded.data.req_id).toBe('alpha/r1');
+    });
   });
 });

@@ -2,6 +2,8 @@ import type { Msg } from '@nats-io/transport-node';
 import type { ConsumerDeserializer, IncomingEvent, IncomingRequest } from '@nestjs/microservices';
 import { Errors } from '../common/errors/error-catalogue';
 import { RejectedPayload } from '../common/validation/zod.pipe';
+import { scopedReqId, sharedReqIdProblem, TENANT_SEP, unscopeReply } from '../common/tenant';
+import { spaceOf, type CallSpace } from './tenant-scope';
 
 /** Ids this deserializer gives bare-JSON requests; the reply serializer recognises them. */
 export const BARE_ID_PREFIX = 'epd-bare-';
@@ -16,11 +18,18 @@ function isEnvelope(v: unknown): v is { pattern: unknown; data: unknown; id?: un
  * because Nest treats id-less messages as events and would never answer them. Bytes that
  * cannot become a payload (over the size limit, not JSON) still get an id and reach the
  * handler as a RejectedPayload, so the caller is answered 413/400 instead of timing out.
+ *
+ * It is also where a call's req_id enters its space (tenant-scope.ts): a tenant's is made
+ * inner and the reply made outer again; a shared-space one that could name a tenant's is
+ * refused (400).
  */
 export class JsonInteropDeserializer implements ConsumerDeserializer {
   private seq = 0;
 
-  constructor(private readonly maxRequestBytes: number) {}
+  constructor(
+    private readonly maxRequestBytes: number,
+    private readonly subjectPrefix: string,
+  ) {}
 
   deserialize(msg: Msg, options?: Record<string, unknown>): IncomingRequest | IncomingEvent {
     const pattern = (options?.channel as string | undefined) ?? msg.subject;
@@ -40,10 +49,37 @@ export class JsonInteropDeserializer implements ConsumerDeserializer {
         return packet(new RejectedPayload(Errors.notJson((err as Error).message)), replyId());
       }
     }
+    let id: string | undefined;
+    let data = value;
     if (isEnvelope(value)) {
-      const id = typeof value.id === 'string' && value.id ? value.id : replyId();
-      return packet(value.data, id);
+      id = typeof value.id === 'string' && value.id ? value.id : undefined;
+      data = value.data;
     }
-    return packet(value, replyId());
+    id ??= replyId();
+    const problem = this.enterSpace(spaceOf(this.subjectPrefix, msg.subject), data, msg);
+    return packet(problem ? new RejectedPayload(Errors.badRequest(problem)) : data, id);
+  }
+
+  /** Scopes a tenant's req_id in `data` (in place); the problem, if it may not enter. */
+  private enterSpace(space: CallSpace, data: unknown, msg: Msg): string | undefined {
+    if (space.kind === 'internal' || typeof data !== 'object' || data === null) return;
+    const p = data as { req_id?: unknown };
+    if (space.kind === 'shared') return sharedReqIdProblem(p.req_id);
+    if (typeof p.req_id !== 'string') return;
+    if (p.req_id.includes(TENANT_SEP)) return sharedReqIdProblem(p.req_id);
+    const inner = scopedReqId(space.tenant, p.req_id);
+    p.req_id = inner;
+    // The reply says the caller's req_id again (the ledger, wrapped inside, keeps that).
+    const respond = msg.respond.bind(msg);
+    msg.respond = (reply, opts) =>
+      respond(
+        typeof reply === 'string' || reply instanceof Uint8Array
+          ? unscopeReply(
+              typeof reply === 'string' ? reply : Buffer.from(reply).toString('utf8'),
+              inner,
+            )
+          : reply,
+        opts,
+      );
   }
 }
