@@ -16,6 +16,7 @@ import { ProfilingModule } from './profiling/profiling.module';
 import { RequestsModule } from './requests/requests.module';
 import { NoLocalRanksModule } from './routing/local-ranks';
 import { SglangModule } from './sglang/sglang.module';
+import { ScalingModule } from './scaling/scaling.module';
 import { TransportModule } from './transport/transport.module';
 import { TracingFlush } from './tracing/tracing.lifecycle';
 
@@ -46,6 +47,8 @@ export class AppModule {
         AdminModule.for(encoderSide),
         MetricsModule.for(role),
         SglangModule,
+        // The autoscaling signal, once per instance (a DP worker is part of its supervisor's).
+        ...(role === 'worker' ? [] : [ScalingModule.for(encoderSide)]),
       ],
       providers: [TracingFlush],
     };

@@ -111,10 +111,39 @@ describe('live admin dashboard in headless Chromium (e2e)', () => {
     expect(await read("document.querySelector('#instances tbody').textContent")).toContain(
       '(this)',
     );
+    // The autoscaling signal: encoders wanted over live ones (this one alone here).
+    expect(await text('desired-replicas')).toMatch(/^\d+ \/ 1$/);
     // The charts drew (uPlot renders into canvases).
     expect(await read("document.querySelectorAll('canvas').length")).toBeGreaterThanOrEqual(4);
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+
+    // At every width from a laptop's to a wide screen, no table runs out of its card into
+    // the next one (at 1400 px the ranks table's last column ran into the instances table).
+    for (const width of [1024, 1280, 1400, 1600, 1920]) {
+      await page.setViewport({ width, height: 1000 });
+      const overlaps = (await page.evaluate(`(() => {
+        const cards = [...document.querySelectorAll('.tables > section')];
+        const out = [];
+        for (const c of cards) {
+          const box = c.getBoundingClientRect();
+          for (const el of c.querySelectorAll('table, th, td')) {
+            const r = el.getBoundingClientRect();
+            if (r.right > box.right + 0.5 || r.left < box.left - 0.5)
+              out.push(c.querySelector('h2').textContent + ': ' + el.tagName + ' ' + Math.round(r.left) + '-' + Math.round(r.right) + ' outside ' + Math.round(box.left) + '-' + Math.round(box.right));
+          }
+        }
+        for (let i = 0; i < cards.length; i++)
+          for (let j = i + 1; j < cards.length; j++) {
+            const a = cards[i].getBoundingClientRect(), b = cards[j].getBoundingClientRect();
+            if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom)
+              out.push('cards ' + i + ' and ' + j + ' overlap');
+          }
+        return out;
+      })()`)) as string[];
+      expect({ width, overlaps }).toEqual({ width, overlaps: [] });
+    }
+    await page.setViewport({ width: 1280, height: 1000 });
   }, 60_000);
 
   it('drains its event streams when the page goes away', async () => {

@@ -336,6 +336,19 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     expect(expected.filter((name) => !exported.has(name))).toEqual([]);
   });
 
+  it("reports the instance's autoscaling signal from its workers' load, summed", async () => {
+    for (let i = 0; i < 4; i++) expect((await encode(`scale-${i}`)).err).toBeUndefined();
+    type View = { desired_replicas: number; self: { service_rate: number; arrival_rate: number } };
+    let view: View | undefined;
+    // The supervisor gathers its workers' figures once a heartbeat.
+    await waitFor(async () => {
+      view = (await (await fetch(`${svc.url}/admin/scaling`)).json()) as View;
+      return view.self.service_rate > 0;
+    });
+    expect(view!.self.arrival_rate).toBeGreaterThan(0);
+    expect(view!.desired_replicas).toBeGreaterThanOrEqual(1);
+  });
+
   it('shows one dashboard row per rank (the event stream reads every worker’s metrics)', async () => {
     const abort = new AbortController();
     const res = await fetch(`${svc.url}/admin/events`, { signal: abort.signal });

@@ -15,6 +15,7 @@ export abstract class AppConfig implements EpdConfigShape {
   abstract readonly transfer: EpdConfigShape['transfer'];
   abstract readonly cache: EpdConfigShape['cache'];
   abstract readonly overload: EpdConfigShape['overload'];
+  abstract readonly scale: EpdConfigShape['scale'];
   abstract readonly sglang: EpdConfigShape['sglang'];
   abstract readonly profile: EpdConfigShape['profile'];
   abstract readonly admin: EpdConfigShape['admin'];

@@ -146,6 +146,16 @@ export const configSchema = z.object({
     maxQueued: positiveInt,
     stepOut: booleanish,
   }),
+  scale: z
+    .object({
+      windowS: z.coerce.number().int().min(1).max(3600),
+      targetUtilization: z.coerce.number().gt(0).max(1),
+      targetQueueMs: positiveInt,
+      inStableS: z.coerce.number().int().min(0),
+      min: z.coerce.number().int().min(0),
+      max: positiveInt,
+    })
+    .refine((s) => s.min <= s.max, 'EPD_SCALE_MIN must not exceed EPD_SCALE_MAX'),
   log: z.object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     format: z.enum(['auto', 'json', 'pretty']),
@@ -166,6 +176,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_NATS_INBOX_PREFIX: ['nats', 'inboxPrefix'],
   EPD_MAX_REQUEST_BYTES: ['nats', 'maxRequestBytes'],
   EPD_HTTP_HOST: ['http', 'host'],
+  EPD_SHUTDOWN_GRACE_MS: ['shutdown', 'graceMs'],
   EPD_HTTP_PORT: ['http', 'port'],
   EPD_HTTP_MAX_BODY_BYTES: ['http', 'maxBodyBytes'],
   EPD_HTTP_TRUST_PROXY: ['http', 'trustProxy'],
@@ -221,6 +232,12 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_OVERLOAD_QUEUE_MS: ['overload', 'queueMs'],
   EPD_OVERLOAD_MAX_QUEUED: ['overload', 'maxQueued'],
   EPD_OVERLOAD_STEP_OUT: ['overload', 'stepOut'],
+  EPD_SCALE_WINDOW_S: ['scale', 'windowS'],
+  EPD_SCALE_TARGET_UTILIZATION: ['scale', 'targetUtilization'],
+  EPD_SCALE_TARGET_QUEUE_MS: ['scale', 'targetQueueMs'],
+  EPD_SCALE_IN_STABLE_S: ['scale', 'inStableS'],
+  EPD_SCALE_MIN: ['scale', 'min'],
+  EPD_SCALE_MAX: ['scale', 'max'],
   EPD_CACHE_LEASE_MS: ['cache', 'leaseMs'],
   EPD_CACHE_MAX_CLAIMS: ['cache', 'maxClaims'],
   EPD_CACHE_TRUST_CLIENT_HASH: ['cache', 'trustClientHash'],

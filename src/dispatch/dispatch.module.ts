@@ -16,6 +16,8 @@ import { DpDispatcher } from './dp-dispatcher.service';
 import { DpProfileControl } from './dp-profile-control';
 import { WorkersHealth } from './workers.health';
 import { WorkerSupervisor } from './worker-supervisor.service';
+import { DpLoad } from './dp-load';
+import { LoadSource } from '../common/load';
 
 /**
  * DP (EPD_DP_SIZE > 1), in the supervisor: the worker processes, dispatch and admission,
@@ -35,7 +37,8 @@ import { WorkerSupervisor } from './worker-supervisor.service';
     { provide: EncoderHealth, useClass: WorkersHealth },
     { provide: ProfileControl, useClass: DpProfileControl },
     { provide: EncodeGateway, useClass: DpEncodeGateway },
+    { provide: LoadSource, useClass: DpLoad },
   ],
-  exports: [LocalRanks, EncoderHealth, RequestsReport],
+  exports: [LocalRanks, EncoderHealth, RequestsReport, LoadSource],
 })
 export class DispatchModule {}

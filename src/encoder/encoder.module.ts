@@ -12,6 +12,8 @@ import { EncoderController } from './encoder.controller';
 import { ProbeEncoderHealth } from './encoder.health';
 import { EncodeGateway } from './encode-gateway';
 import { LocalEncodeGateway } from './local-encode-gateway';
+import { EncoderLoad } from './encoder-load.service';
+import { LoadSource } from '../common/load';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { EncodeStages } from './pipeline/encode-stages.service';
 import { EmbeddingEncoder } from './pipeline/embedding-encoder.service';
@@ -46,6 +48,7 @@ import { WorkersAdminController } from './workers-admin.controller';
     EncoderMetrics,
     EncoderProbe,
     EncodeAdmission,
+    { provide: LoadSource, useClass: EncoderLoad },
     EncodeStages,
     EmbeddingEncoder,
     EncoderService,
@@ -55,6 +58,6 @@ import { WorkersAdminController } from './workers-admin.controller';
     { provide: EncodeGateway, useClass: LocalEncodeGateway },
     { provide: EncoderHealth, useClass: ProbeEncoderHealth },
   ],
-  exports: [EncoderHealth, EncodeAdmission, EncoderBackend, RequestsReport],
+  exports: [EncoderHealth, EncodeAdmission, EncoderBackend, RequestsReport, LoadSource],
 })
 export class EncoderModule {}

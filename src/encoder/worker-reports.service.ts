@@ -4,6 +4,7 @@ import type { IpcTopic } from '../transport/ipc-topics';
 import { ParentLink } from '../transport/parent-link';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import type { WorkBudgetStats } from './pipeline/work-budget';
+import type { LoadSnapshot } from '../common/load';
 import { EncodeScheduler, type SchedulerStats } from './scheduler/encode-scheduler.service';
 import type { RequestsView } from '../admin/request-views';
 import { LocalRequestsReport } from './local-requests-report';
@@ -19,6 +20,8 @@ export function encoderStats(scheduler: EncodeScheduler, admission: EncodeAdmiss
 export interface WorkerStats {
   pending: number;
   staged_bytes: number;
+  /** For the autoscaling signal, which the supervisor sums over its workers. */
+  load: LoadSnapshot;
 }
 
 /**
@@ -39,6 +42,7 @@ export class WorkerReports implements OnModuleInit {
     this.link.handle('stats', () => ({
       pending: this.admission.pendingRequests,
       staged_bytes: this.states.stats().usedBytes,
+      load: this.admission.load.snapshot(),
     }));
     this.link.handle('scheduler', () => encoderStats(this.scheduler, this.admission));
     this.link.handle('requests', () => this.requests.local());

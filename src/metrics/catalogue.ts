@@ -331,6 +331,49 @@ export const METRICS = spec({
     labels: [],
     sglang: 'none',
   },
+  // --- Autoscaling signal (the same on every instance within a heartbeat) -----------------
+  epd_encoder_desired_replicas: {
+    type: 'gauge',
+    help: 'Encoders the whole cluster needs: utilization under EPD_SCALE_TARGET_UTILIZATION and queue age under EPD_SCALE_TARGET_QUEUE_MS, lowered only after EPD_SCALE_IN_STABLE_S, within [EPD_SCALE_MIN, EPD_SCALE_MAX] (docs/scaling.md, Autoscaling)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_cluster_instances: {
+    type: 'gauge',
+    help: 'Live instances the autoscaling signal was computed from (the roster; this one alone without the shared store)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_cluster_arrival_rate: {
+    type: 'gauge',
+    help: 'Media items admitted per second over the last 30 s, summed over live instances (refused ones included: demand)',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_cluster_service_rate: {
+    type: 'gauge',
+    help: 'Media items one encoder completes per second of busy time at the current mix, measured, averaged over live instances that measured one',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_cluster_queue_depth: {
+    type: 'gauge',
+    help: 'Media items admitted and not yet answered, summed over live instances',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_cluster_oldest_queued_seconds: {
+    type: 'gauge',
+    help: 'Age of the oldest admitted, unanswered request on any live instance',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_cluster_utilization: {
+    type: 'gauge',
+    help: 'Cluster arrival rate over what the live instances serve (service rate × instances)',
+    labels: [],
+    sglang: 'none',
+  },
   // --- DP workers ---------------------------------------------------------------------------
   epd_encoder_dp_workers: {
     type: 'gauge',

@@ -14,6 +14,7 @@ import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
+import type { LoadSnapshot } from '../common/load';
 
 export interface InstanceInfo {
   id: string;
@@ -22,6 +23,8 @@ export interface InstanceInfo {
   host: string;
   http_url: string;
   started_at: number;
+  /** What the instance measured of its load, as of this heartbeat (the autoscaling signal). */
+  load?: LoadSnapshot;
 }
 
 export interface InstanceView extends InstanceInfo {
@@ -58,6 +61,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   /** When the heartbeat still waiting for the store was sent (undefined: none waits). */
   private beatSentAt?: number;
   private readonly startedAt: number;
+  private loadSource?: () => LoadSnapshot;
 
   /** Resolves once this instance's first heartbeat is stored (it is in the roster). */
   private listed!: () => void;
@@ -124,6 +128,11 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     void this.watch();
   }
 
+  /** Each heartbeat carries `read()`'s figures (the scaling service's). */
+  reportLoad(read: () => LoadSnapshot): void {
+    this.loadSource = read;
+  }
+
   private info(): InstanceInfo {
     return {
       id: this.config.instance.id,
@@ -132,6 +141,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
       host: hostname(),
       http_url: this.httpUrl,
       started_at: this.startedAt,
+      ...(this.loadSource ? { load: this.loadSource() } : {}),
     };
   }
 

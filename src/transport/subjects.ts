@@ -11,6 +11,7 @@ export const DpType = {
   HealthEncode: 'health_encode',
   StartProfile: 'start_profile',
   StopProfile: 'stop_profile',
+  Stats: 'stats',
 } as const;
 export type DpType = (typeof DpType)[keyof typeof DpType];
 

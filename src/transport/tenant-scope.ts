@@ -16,11 +16,12 @@ import { DpType } from './subjects';
 /** A tenant's name: a single subject token. */
 export const TENANT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** What only operators may call: profiling and publish_metadata. */
+/** What only operators may call: profiling, publish_metadata, the cluster's stats. */
 const OPERATOR_DP_TYPES: ReadonlySet<string> = new Set([
   DpType.PublishMetadata,
   DpType.StartProfile,
   DpType.StopProfile,
+  DpType.Stats,
 ]);
 
 /** What a tenant may call: every dp_type but the operators'. */

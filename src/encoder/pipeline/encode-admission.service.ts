@@ -5,6 +5,8 @@ import { ProfilerService } from '../../profiling/profiler.service';
 import type { Modality } from '../encode-request.schema';
 import { EncoderMetrics, type EncodeOutcome, type EncodeReport } from './encoder.metrics';
 import { WorkBudget } from './work-budget';
+import { LoadMeter } from './load-meter';
+import { Clock } from '../../common/clock';
 
 export type { EncodeOutcome } from './encoder.metrics';
 
@@ -19,13 +21,17 @@ export class EncodeAdmission {
   private pending = 0;
   /** Every request's loaded media and planned decode and model input, at once. */
   readonly work: WorkBudget;
+  /** Arrivals, completions and busy time: this process's input to the autoscaling signal. */
+  readonly load: LoadMeter;
 
   constructor(
     private readonly config: AppConfig,
     private readonly metrics: EncoderMetrics,
     private readonly profiler: ProfilerService,
+    clock: Clock,
   ) {
     this.work = new WorkBudget(config.encoder.workMaxBytes);
+    this.load = new LoadMeter(() => clock.now(), config.scale.windowS);
     metrics.pendingFrom(() => this.pending);
     metrics.workFrom(this.work);
   }
@@ -35,21 +41,27 @@ export class EncodeAdmission {
     return this.pending;
   }
 
-  /** Admits one request, or fails with 503 when EPD_MAX_PENDING are already in flight. */
-  admit(modality: Modality, reqId: string): void {
+  /**
+   * Admits one request of `items` media items, or fails with 503 when EPD_MAX_PENDING are
+   * already in flight. The ticket goes to settle().
+   */
+  admit(modality: Modality, reqId: string, items: number): number {
     const max = this.config.encoder.maxPending;
     if (this.pending >= max) {
+      this.load.refused(items);
       const error = Errors.atCapacity(this.pending, max, reqId);
       this.metrics.request(modality, 'rejected', { error });
       throw error;
     }
     this.pending++;
     this.metrics.received(modality);
+    return this.load.arrive(items);
   }
 
   /** An admitted request was answered: `rejected` when it never began (a 409 at begin). */
-  settle(modality: Modality, outcome: EncodeOutcome, report?: EncodeReport): void {
+  settle(ticket: number, modality: Modality, outcome: EncodeOutcome, report?: EncodeReport): void {
     this.pending--;
+    this.load.done(ticket, outcome === 'success');
     this.metrics.request(modality, outcome, report);
     if (outcome === 'success') this.profiler.step();
   }

@@ -83,14 +83,14 @@ export class EncoderService {
     const started = this.clock.elapsed();
     // A push this encoder may not make (EPD_ALLOWED_DESTINATIONS) is refused before any work.
     await this.delivery.checkTargets(targetsOf(req), req.req_id);
-    this.admission.admit(req.modality, req.req_id);
+    const ticket = this.admission.admit(req.modality, req.req_id, req.mm_items.length);
     // Released before it began: waiters learn it at once instead of at their deadline.
     const tombstoned = this.states.isTombstoned(req.req_id);
     let state: ReqState;
     try {
       state = this.states.begin(req.req_id, req.modality, req.part_idx, req.num_parts);
     } catch (err) {
-      this.admission.settle(req.modality, 'rejected', { error: err });
+      this.admission.settle(ticket, req.modality, 'rejected', { error: err });
       if (tombstoned && err instanceof MMError) await this.publishError(req, err.message);
       throw err;
     }
@@ -124,7 +124,7 @@ export class EncoderService {
       throw err;
     } finally {
       this.states.finishEncode(state);
-      this.admission.settle(req.modality, outcome, report);
+      this.admission.settle(ticket, req.modality, outcome, report);
     }
   }
 

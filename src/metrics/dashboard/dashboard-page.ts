@@ -26,7 +26,9 @@ export const DASHBOARD_HTML = `<!doctype html>
   .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr)); gap: 12px; }
   .chart { background: var(--card); border-radius: 6px; padding: 8px; }
   .chart h2, section h2 { font-size: 13px; margin: 0 0 4px; color: var(--muted); font-weight: 600; }
-  .tables { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 12px; margin-top: 12px; }
+  /* Cards wide enough for the widest table (ranks: 5 columns); narrower screens scroll within a card. */
+  .tables { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 400px), 1fr)); gap: 12px; margin-top: 12px; }
+  .tables > section { min-width: 0; overflow-x: auto; }
   table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
   th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid rgba(127,127,127,.25); }
   td.num, th.num { text-align: right; }
@@ -48,6 +50,8 @@ export const DASHBOARD_HTML = `<!doctype html>
   <div class="tile"><b id="encode-rate">–</b><span>encodes / s</span></div>
   <div class="tile"><b id="encodes-total">–</b><span>encodes ok (total)</span></div>
   <div class="tile"><b id="waits-total">–</b><span>waits ok / 504</span></div>
+  <div class="tile"><b id="desired-replicas">–</b><span>encoders wanted / live</span></div>
+  <div class="tile"><b id="utilization">–</b><span>cluster utilization</span></div>
 </div>
 <div class="charts">
   <div class="chart"><h2>wait_metadata latency (ms)</h2><div id="chart-wait"></div></div>
@@ -130,6 +134,9 @@ export const DASHBOARD_HTML = `<!doctype html>
     $('encode-rate').textContent = fmtRate(s.encode.perS);
     $('encodes-total').textContent = s.encode.success;
     $('waits-total').textContent = s.wait.ok + ' / ' + s.wait.timeout;
+    // The autoscaling signal (docs/scaling.md, "Autoscaling"); none in a DP supervisor.
+    $('desired-replicas').textContent = s.scaling ? s.scaling.desired + ' / ' + s.scaling.instances : '–';
+    $('utilization').textContent = s.scaling ? s.scaling.utilization.toFixed(2) : '–';
     $('updated').textContent = new Date(s.t).toLocaleTimeString();
     rows('errors', s.errors, (e) => [[e.type, 'bad'], [e.count, 'num']]);
     rows('ranks', s.ranks, (r) => [[r.rank], [r.active, 'num'], [fmtBytes(r.stagedBytes), 'num'], [r.queue, 'num'], [r.encodes, 'num']]);

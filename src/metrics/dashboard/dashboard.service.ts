@@ -26,6 +26,8 @@ export interface Snapshot {
   errors: { type: string; count: number }[];
   ranks: { rank: string; active: number; stagedBytes: number; queue: number; encodes: number }[];
   instances: { id: string; alive: boolean; lastHeartbeatMsAgo: number; self: boolean }[];
+  /** The autoscaling signal: encoders wanted, live instances, utilization (none in DP). */
+  scaling: { desired: number; instances: number; utilization: number } | null;
 }
 
 interface Tick {
@@ -236,7 +238,16 @@ export class DashboardService implements OnModuleDestroy {
         lastHeartbeatMsAgo: i.last_heartbeat_ms_ago,
         self: i.self,
       })),
+      scaling: null,
     };
+    const desired = series(json, 'epd_encoder_desired_replicas')[0];
+    snapshot.scaling = desired
+      ? {
+          desired: desired.value,
+          instances: total(json, 'epd_encoder_cluster_instances'),
+          utilization: total(json, 'epd_encoder_cluster_utilization'),
+        }
+      : null;
     return { snapshot, okBuckets, failures };
   }
 

@@ -1,0 +1,121 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { Service } from 'kubernetes-models/v1/Service';
+import { parseAllDocuments, parse } from 'yaml';
+import { ENV_KEYS } from '../src/config/config.schema';
+import { REPO_ROOT } from './support/repo-root';
+
+const DIR = join(REPO_ROOT, 'deploy', 'k8s');
+
+/** The typed model of each kind the manifests use; validate() checks the JSON schema. */
+const MODELS: Record<string, new (data: never) => { validate(): void }> = {
+  'apps/v1/Deployment': Deployment,
+  'v1/Service': Service,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+};
+
+type Doc = { apiVersion: string; kind: string; metadata: { name: string }; spec: never };
+
+const manifests = readdirSync(DIR)
+  .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml' && f !== 'nats-values.yaml')
+  .flatMap((file) =>
+    parseAllDocuments(readFileSync(join(DIR, file), 'utf8')).map((d) => ({
+      file,
+      doc: d.toJS() as Doc,
+    })),
+  );
+const byKind = (kind: string) => manifests.find((m) => m.doc.kind === kind)!.doc as never;
+
+/**
+ * "Autoscaling": the Kubernetes manifests in deploy/k8s are checked against the
+ * Kubernetes and KEDA schemas with the typed models of `kubernetes-models`, not by eye,
+ * and against the service itself (its probes, its settings, its drain).
+ */
+describe('Kubernetes manifests (deploy/k8s)', () => {
+  it.each(manifests.map((m) => [`${m.file}: ${m.doc.kind}`, m.doc] as const))(
+    '%s is valid against its schema',
+    (_name, doc) => {
+      const Model = MODELS[`${doc.apiVersion}/${doc.kind}`];
+      expect(Model).toBeDefined();
+      expect(() => new Model!(doc as never).validate()).not.toThrow();
+    },
+  );
+
+  it('the schemas refuse a broken manifest (so the checks above can fail)', () => {
+    const d = structuredClone(byKind('Deployment')) as { spec: { template?: unknown } };
+    delete d.spec.template;
+    expect(() => new Deployment(d as never).validate()).toThrow(/template/);
+    const k = structuredClone(byKind('ScaledObject')) as { spec: { triggers: unknown } };
+    k.spec.triggers = 'prometheus';
+    expect(() => new ScaledObject(k as never).validate()).toThrow(/triggers/);
+  });
+
+  it('the kustomization lists files that exist, and one autoscaler only', () => {
+    const k = parse(readFileSync(join(DIR, 'kustomization.yaml'), 'utf8')) as {
+      resources: string[];
+    };
+    for (const r of k.resources) expect(readdirSync(DIR)).toContain(r);
+    const scalers = k.resources.filter((r) => /keda|hpa/.test(r));
+    expect(scalers).toHaveLength(1);
+  });
+
+  it('the Deployment matches the service: probes, settings it knows, a drain that fits', () => {
+    const d = byKind('Deployment') as {
+      spec: {
+        template: {
+          spec: {
+            terminationGracePeriodSeconds: number;
+            containers: {
+              env: { name: string; value?: string }[];
+              livenessProbe: { httpGet: { path: string } };
+              readinessProbe: { httpGet: { path: string } };
+              lifecycle: { preStop: { sleep: { seconds: number } } };
+            }[];
+          };
+        };
+      };
+    };
+    const pod = d.spec.template.spec;
+    const c = pod.containers[0]!;
+    expect(c.livenessProbe.httpGet.path).toBe('/health/live');
+    expect(c.readinessProbe.httpGet.path).toBe('/health/ready');
+    // Every EPD_ variable it sets is one the service reads (a typo would be ignored).
+    for (const e of c.env) if (e.name.startsWith('EPD_')) expect(ENV_KEYS).toHaveProperty(e.name);
+    const env = (name: string) => Number(c.env.find((e) => e.name === name)?.value);
+    const drainS = c.lifecycle.preStop.sleep.seconds + env('EPD_SHUTDOWN_GRACE_MS') / 1000;
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(drainS);
+    // The autoscaler's bounds are the signal's.
+    const keda = byKind('ScaledObject') as {
+      spec: { minReplicaCount: number; maxReplicaCount: number; scaleTargetRef: { name: string } };
+    };
+    expect(keda.spec.scaleTargetRef.name).toBe('epd-encoder');
+    expect(keda.spec.minReplicaCount).toBe(env('EPD_SCALE_MIN'));
+    expect(keda.spec.maxReplicaCount).toBe(env('EPD_SCALE_MAX'));
+    const hpa = byKind('HorizontalPodAutoscaler') as {
+      spec: { minReplicas: number; maxReplicas: number };
+    };
+    expect([hpa.spec.minReplicas, hpa.spec.maxReplicas]).toEqual([
+      env('EPD_SCALE_MIN'),
+      env('EPD_SCALE_MAX'),
+    ]);
+  });
+
+  it('the NATS Helm values ask for a 3-node cluster with JetStream on files', () => {
+    // The chart publishes no schema package on npm: its values are checked for what the
+    // encoder needs (EPD_KV_REPLICAS=3), not against a schema.
+    const v = parse(readFileSync(join(DIR, 'nats-values.yaml'), 'utf8')) as {
+      config: {
+        cluster: { enabled: boolean; replicas: number };
+        jetstream: { enabled: boolean; fileStore: { enabled: boolean } };
+      };
+    };
+    expect(v.config.cluster).toMatchObject({ enabled: true, replicas: 3 });
+    expect(v.config.jetstream).toMatchObject({ enabled: true, fileStore: { enabled: true } });
+  });
+});
