@@ -1,6 +1,6 @@
 import { Clock } from '../../common/clock';
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
-import { Context, Push } from 'zeromq';
+import { Context, Push, type Observer } from 'zeromq';
 import { AppConfig } from '../../config/app-config';
 import { EmbeddingTransport, endpointKey, type Endpoint } from '../embedding-transport';
 import type { Ack, FrameHeader } from '../frame';
@@ -9,6 +9,8 @@ import { embeddingDataFrame } from './embedding-data';
 
 interface PushSocket {
   socket: Push;
+  /** Its monitor: handshake events. */
+  events: Observer;
   host: string;
   /** zeromq.js allows one send in progress per socket: sends to it run in this chain. */
   tail: Promise<unknown>;
@@ -25,6 +27,9 @@ interface PushSocket {
   /** Woken on every handshake event (success, failure, disconnect). */
   onHandshakeChange: Set<() => void>;
 }
+
+/** Closed sockets remembered (weakly) for their monitors' close at shutdown, at most. */
+const MAX_RETIRED = 1024;
 
 /** Context slots beyond EPD_ZMQ_MAX_SOCKETS: libzmq's reaper and any socket mid-close. */
 const CONTEXT_HEADROOM = 16;
@@ -58,6 +63,8 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
   private readonly perHost = new Map<string, number>();
   private readonly context: Context;
   private readonly sweepTimer: NodeJS.Timeout;
+  /** Closed sockets whose monitors may still be open (weakly: the collector closes them). */
+  private retired: WeakRef<Observer>[] = [];
 
   constructor(
     private readonly config: AppConfig,
@@ -161,7 +168,11 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
 
   onModuleDestroy(): void {
     clearInterval(this.sweepTimer);
-    for (const key of [...this.sockets.keys()]) this.close(key);
+    for (const [key, entry] of [...this.sockets]) {
+      entry.events.close();
+      this.close(key);
+    }
+    for (const r of this.retired.splice(0)) r.deref()?.close();
   }
 
   private socketFor(endpoint: Endpoint, key: string): PushSocket {
@@ -200,6 +211,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     if (endpoint.host.includes(':')) socket.ipv6 = true;
     const entry: PushSocket = {
       socket,
+      events: socket.events,
       host: endpoint.host,
       tail: Promise.resolve(),
       queued: 0,
@@ -215,11 +227,12 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     // The observer's own receive loop, not its emitter mode (`events.on`): zeromq.js
     // defines that emitter once per process with the `require` of the module instance
     // that loaded first, which a test runner's per-file module registry tears down.
-    const events = socket.events;
+    const events = entry.events;
+    // It ends when the observer closes: at shutdown, or collected with its socket.
     void (async () => {
       while (!events.closed) {
         const event = await events.receive().catch(() => undefined);
-        if (!event) return; // the socket closed
+        if (!event) return; // the observer closed
         if (event.type === 'handshake') changed(true);
         else if (event.type === 'disconnect') changed(false);
         else if (event.type.startsWith('handshake:error'))
@@ -230,6 +243,22 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     this.sockets.set(key, entry);
     this.perHost.set(endpoint.host, (this.perHost.get(endpoint.host) ?? 0) + 1);
     return entry;
+  }
+
+  /**
+   * Closes a socket, and remembers it weakly until its monitor is closed: an observer left
+   * open keeps libzmq's context, and so the process, from exiting (the unit tests hung in
+   * half the runs). Monitors are closed at shutdown (onModuleDestroy), or by the collector
+   * with their socket; never at once here, since closing one right as a new socket starts
+   * made that socket's handshake go unseen (1 run in 8).
+   */
+  private retire(entry: PushSocket): void {
+    entry.socket.close();
+    this.retired.push(new WeakRef(entry.events));
+    if (this.retired.length > MAX_RETIRED)
+      this.retired = this.retired.filter((r) => r.deref()?.closed === false);
+    if (this.retired.length > MAX_RETIRED)
+      this.retired.splice(0, this.retired.length - MAX_RETIRED);
   }
 
   private closeIdle(): void {
@@ -251,7 +280,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     else this.perHost.delete(entry.host);
     const closeSocket = () => {
       try {
-        entry.socket.close();
+        this.retire(entry);
       } catch (err) {
         this.logger.warn({ endpoint: key, err: (err as Error).message }, 'closing PUSH socket');
       }
