@@ -1,11 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sharedNatsUrl, uniquePrefix } from './support/app';
-import { canvasBombGif, flatPng, lyingWav } from './support/amplification';
+import { canvasBombGif, flatPng, flatPngService, lyingWav } from './support/amplification';
 import { encodeBody, waitFor } from './support/calls';
 import { dataUri } from './support/media';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import type { ServiceProcess } from './support/service-process';
 
 const MiB = 2 ** 20;
 
@@ -20,14 +17,7 @@ describe('amplification-memory (e2e, built service process)', () => {
   const rows: string[] = [];
 
   beforeAll(async () => {
-    mediaRoot = mkdtempSync(join(tmpdir(), 'epd-media-'));
-    writeFileSync(join(mediaRoot, 'flat.png'), await flatPng());
-    svc = await startServiceProcess({
-      EPD_NATS_URL: sharedNatsUrl(),
-      EPD_SUBJECT_PREFIX: uniquePrefix(),
-      EPD_MEDIA_ROOT: mediaRoot,
-      // MALLOC_ARENA_MAX=2, as every launcher sets it: startServiceProcess adds SERVICE_ENV.
-    });
+    ({ svc, mediaRoot, post: postJson } = await flatPngService());
     // Warm up: the first encode loads the models and the worker threads.
     await post('/encode', encodeBody('warm', [dataUri(await flatPng(224), 'image/png')]));
     await post('/admin/requests/warm/release', {});
@@ -40,14 +30,8 @@ describe('amplification-memory (e2e, built service process)', () => {
   });
 
   type Answer = { message?: string; embedding_len?: number } | null;
-  async function post(path: string, payload: unknown): Promise<{ status: number; body: Answer }> {
-    const r = await fetch(`${svc.url}${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(payload),
-    });
-    return { status: r.status, body: (await r.json().catch(() => null)) as Answer };
-  }
+  let postJson: Awaited<ReturnType<typeof flatPngService>>['post'];
+  const post = (path: string, payload: unknown) => postJson<NonNullable<Answer>>(path, payload);
 
   /**
    * Bounds, not timings. Refused inputs are refused from their headers: almost no growth.

@@ -1,13 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sharedNatsUrl, uniquePrefix } from './support/app';
-import { flatPng } from './support/amplification';
+import { flatPng, flatPngService } from './support/amplification';
 import { encodeBody, waitFor } from './support/calls';
 import { recordFault } from './support/fault-report';
 import { CallLedger, httpAnswer } from './support/ledger';
 import { dataUri } from './support/media';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import type { ServiceProcess } from './support/service-process';
 
 const MiB = 2 ** 20;
 const WORK = 768 * MiB;
@@ -44,18 +41,17 @@ describe('N2 memory budget (e2e, built service process)', () => {
   const report: string[] = [];
 
   beforeAll(async () => {
-    mediaRoot = mkdtempSync(join(tmpdir(), 'epd-media-'));
-    writeFileSync(join(mediaRoot, 'flat.png'), await flatPng());
-    svc = await startServiceProcess({
-      EPD_NATS_URL: sharedNatsUrl(),
-      EPD_SUBJECT_PREFIX: uniquePrefix(),
-      EPD_MEDIA_ROOT: mediaRoot,
+    ({
+      svc,
+      mediaRoot,
+      post: postJson,
+    } = await flatPngService({
       // The forward slower than preprocessing, as with a real model on this CPU: two
       // preprocessing threads, one request per forward. Model inputs then pile up.
       EPD_PREPROCESS_THREADS: '2',
       EPD_MAX_BATCH_SIZE: '1',
       EPD_WORK_MAX_BYTES: String(WORK),
-    });
+    }));
     await post('/encode', encodeBody('warm', [dataUri(await flatPng(224), 'image/png')]));
     await post('/admin/requests/warm/release', {});
   });
@@ -65,14 +61,8 @@ describe('N2 memory budget (e2e, built service process)', () => {
   });
 
   type Answer = { message?: string; type?: string; embedding_len?: number } | null;
-  async function post(path: string, payload: unknown): Promise<{ status: number; body: Answer }> {
-    const r = await fetch(`${svc.url}${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(payload),
-    });
-    return { status: r.status, body: (await r.json().catch(() => null)) as Answer };
-  }
+  let postJson: Awaited<ReturnType<typeof flatPngService>>['post'];
+  const post = (path: string, payload: unknown) => postJson<NonNullable<Answer>>(path, payload);
   async function get<T>(path: string): Promise<T> {
     return (await (await fetch(`${svc.url}${path}`)).json()) as T;
   }

@@ -1,4 +1,9 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import sharp from 'sharp';
+import { sharedNatsUrl, uniquePrefix } from './app';
+import { startServiceProcess, type ServiceProcess } from './service-process';
 
 /**
  * The adversarial probe's amplification inputs ("Hardening first", defect 2): a few KB of
@@ -54,4 +59,39 @@ export function flatPng(size = 1000): Promise<Buffer> {
   })
     .png({ compressionLevel: 9 })
     .toBuffer();
+}
+
+/** A JSON answer: its status, and its body (null when it is not JSON). */
+export interface JsonAnswer<T> {
+  status: number;
+  body: T | null;
+}
+
+/**
+ * The built service as its own process, with a media root holding `flat.png` (flatPng()),
+ * and a JSON POST to it: the memory probes' setup. `env` adds to the service's.
+ */
+export async function flatPngService(env: Record<string, string> = {}): Promise<{
+  svc: ServiceProcess;
+  mediaRoot: string;
+  post: <T>(path: string, payload: unknown) => Promise<JsonAnswer<T>>;
+}> {
+  const mediaRoot = mkdtempSync(join(tmpdir(), 'epd-media-'));
+  writeFileSync(join(mediaRoot, 'flat.png'), await flatPng());
+  const svc = await startServiceProcess({
+    EPD_NATS_URL: sharedNatsUrl(),
+    EPD_SUBJECT_PREFIX: uniquePrefix(),
+    EPD_MEDIA_ROOT: mediaRoot,
+    // MALLOC_ARENA_MAX=2, as every launcher sets it: startServiceProcess adds SERVICE_ENV.
+    ...env,
+  });
+  const post = async <T>(path: string, payload: unknown): Promise<JsonAnswer<T>> => {
+    const r = await fetch(`${svc.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(payload),
+    });
+    return { status: r.status, body: (await r.json().catch(() => null)) as T | null };
+  };
+  return { svc, mediaRoot, post };
 }
