@@ -19,8 +19,18 @@ set -euo pipefail
 die() { echo "nats-cluster: $*" >&2; exit 1; }
 command -v nats-server >/dev/null || die "nats-server is not installed (npm test installs it)"
 
+# A free port below the kernel's ephemeral range: a port the kernel picked for listen(0)
+# comes from that range, where any outgoing connection may take it before nats-server
+# binds it (a node then failed to start, in CI, under the suites' traffic).
 free_port() {
-  node -e "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"
+  node -e "
+    const low = Number(require('fs').readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0]) || 32768;
+    const s = require('net').createServer();
+    const tryPort = () => s.listen(10000 + Math.floor(Math.random() * (low - 10000)), '127.0.0.1');
+    s.on('error', tryPort);
+    s.on('listening', () => { console.log(s.address().port); s.close(); });
+    tryPort();
+  "
 }
 
 wait_port() { # port, seconds
@@ -56,7 +66,7 @@ start_node() { # dir, i
   nats-server -c "$dir/node-$i.conf" -js -sd "$dir/store-$i" >>"$dir/node-$i.log" 2>&1 &
   echo $! > "$pidfile"
   local client_var="NODE_${i}_CLIENT"
-  wait_port "${!client_var}" 10 || die "node $i did not start (see $dir/node-$i.log)"
+  wait_port "${!client_var}" 10 || die "node $i did not start: $(tail -n 5 "$dir/node-$i.log")"
 }
 
 stop_node() { # dir, i, signal
