@@ -25,7 +25,13 @@ import { QueueGroupMembership } from './queue-group-membership';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
 import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
-import { anyTenantSubjectFor, probeSubjectFor, spaceOf, TENANT_DP_TYPES } from './tenant-scope';
+import {
+  anyTenantSubjectFor,
+  probeSubjectFor,
+  spaceOf,
+  TENANT_DP_TYPES,
+  type CallSpace,
+} from './tenant-scope';
 import { contextFromNats, tracingEnabled, withContext } from '../tracing/tracing';
 import { withTimeout } from '../common/timeout';
 
@@ -35,8 +41,7 @@ type NatsCallback = (err: Error | null, msg: Msg) => void;
 const MAX_RECEIPT_HEADERS = 256;
 
 /** A call's id in the ledger: a tenant's own, so no other space can replay its answer. */
-function ledgerKey(prefix: string, subject: string, callId: string): string {
-  const space = spaceOf(prefix, subject);
+function ledgerKey(space: CallSpace, callId: string): string {
   return space.kind === 'tenant' ? `${space.tenant}/${callId}` : callId;
 }
 
@@ -149,8 +154,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
       // permissions cover): it then knows a slow answer from a request lost in transit,
       // and an answer lost in transit is sent again.
       const receipts = new Map<string, MsgHdrs>();
-      const receiptFor = (subject: string): MsgHdrs => {
-        const space = spaceOf(prefix, subject);
+      const receiptFor = (space: CallSpace): MsgHdrs => {
         const key = space.kind === 'tenant' ? `t.${space.tenant}` : space.kind;
         let receipt = receipts.get(key);
         if (receipt) return receipt;
@@ -175,8 +179,14 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
       };
       const callback = (err: Error | null, msg: Msg) => {
         const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
-        if (callId) {
-          const key = ledgerKey(prefix, msg.subject, callId);
+        // The subject's space, read once and only for the receipt protocol: the ledger key
+        // and the receipt depend on it.
+        const space =
+          callId || (msg.reply && msg.headers?.has(RECEIPT_HEADER))
+            ? spaceOf(prefix, msg.subject)
+            : undefined;
+        if (callId && space) {
+          const key = ledgerKey(space, callId);
           const seen = this.calls.arrive(
             key,
             Number(msg.headers!.get(DEADLINE_HEADER)) || undefined,
@@ -185,11 +195,11 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
             client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
             return;
           }
-          client.publish(msg.reply!, Empty, { headers: receiptFor(msg.subject) });
+          client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
           if (seen.kind === 'running') return;
           msg = this.calls.track(key, msg);
-        } else if (msg.reply && msg.headers?.has(RECEIPT_HEADER)) {
-          client.publish(msg.reply, Empty, { headers: receiptFor(msg.subject) });
+        } else if (space) {
+          client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
         }
         gated(err, msg);
       };
@@ -199,11 +209,12 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
       const probed = (_err: Error | null, msg: Msg) => {
         const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
         if (!callId) return;
-        const seen = this.calls.peek(ledgerKey(prefix, msg.subject, callId));
+        const space = spaceOf(prefix, msg.subject);
+        const seen = this.calls.peek(ledgerKey(space, callId));
         if (seen.kind === 'answered')
           client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
         else if (seen.kind === 'running')
-          client.publish(msg.reply!, Empty, { headers: receiptFor(msg.subject) });
+          client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
       };
       // The queue group's subscription: withdrawn while this process sheds, if it may be.
       const shared = (subject: string) => {
