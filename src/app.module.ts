@@ -16,6 +16,7 @@ import { ProfilingModule } from './profiling/profiling.module';
 import { RequestsModule } from './requests/requests.module';
 import { NoLocalRanksModule } from './routing/local-ranks';
 import { SglangModule } from './sglang/sglang.module';
+import { HandoffModule } from './handoff/handoff.module';
 import { ScalingModule } from './scaling/scaling.module';
 import { TransportModule } from './transport/transport.module';
 import { TracingFlush } from './tracing/tracing.lifecycle';
@@ -49,6 +50,8 @@ export class AppModule {
         SglangModule,
         // The autoscaling signal, once per instance (a DP worker is part of its supervisor's).
         ...(role === 'worker' ? [] : [ScalingModule.for(encoderSide)]),
+        // Staged embeddings that outlive the process (EPD_CACHE_STORE=jetstream): one process only.
+        ...(role === 'single' ? [HandoffModule] : []),
       ],
       providers: [TracingFlush],
     };

@@ -1,12 +1,14 @@
 import { redactUrls } from './common/redact';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
+import type { INestApplication } from '@nestjs/common';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { configureApp, startApp } from './bootstrap';
 import { ConfigError, loadConfig } from './config/config.loader';
 import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
+import { ObjectTier } from './cache/object-tier';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
 import type { AppConfig } from './config/app-config';
 import { dpRole } from './config/process-role';
@@ -55,9 +57,11 @@ async function main(): Promise<void> {
     );
   }
 
-  // The NATS drain is bounded by shutdown.graceMs; this is the last resort if a hook hangs.
+  // The NATS drain is bounded by shutdown.graceMs (and the handoff of staged embeddings to
+  // the object store by drainMs); this is the last resort if a hook hangs.
+  const handoffMs = config.cache.store === 'jetstream' ? config.shutdown.drainMs : 0;
   process.once('SIGTERM', () => {
-    setTimeout(() => process.exit(1), config.shutdown.graceMs + 500).unref();
+    setTimeout(() => process.exit(1), config.shutdown.graceMs + handoffMs + 500).unref();
   });
 
   // A model that breaks the contract is a configuration error: refuse to serve with it.
@@ -75,10 +79,8 @@ async function main(): Promise<void> {
       });
   }
 
-  // So is a shared metadata bucket whose settings conflict with ours (EPD_REGISTRY_STORE=jetstream).
-  app
-    .get(MetaStore)
-    .ready()
+  // So is a shared metadata bucket, or an object store bucket, whose settings conflict with ours.
+  Promise.all([app.get(MetaStore).ready(), objectTierOf(app)?.ready()])
     .catch(async (err: unknown) => {
       if (!(err instanceof StoreConfigError)) return;
       process.stderr.write(`epd-encoder: ${err.message}\n`);
@@ -133,3 +135,12 @@ function banner(base: string, config: AppConfig): string {
 }
 
 void main();
+
+/** The object store tier, in a process that encodes (a DP supervisor has none). */
+function objectTierOf(app: INestApplication): ObjectTier | undefined {
+  try {
+    return app.get(ObjectTier, { strict: false });
+  } catch {
+    return undefined;
+  }
+}

@@ -17,6 +17,11 @@ export interface RequestView {
   receive_count: number | null;
   acked: number;
   destinations: DestinationView[];
+  /**
+   * Where the staged embedding lives: in this process's memory, or also in the object
+   * store (taken over from an instance that handed it over; its object goes at release).
+   */
+  lives: 'memory' | 'memory+object_store';
 }
 
 export interface RequestsView {
@@ -55,6 +60,7 @@ export function requestsView(
       receive_count: s.receiveCount ?? null,
       acked: s.ackedCount,
       destinations: destinationViews(s),
+      lives: s.origin === 'object_store' ? 'memory+object_store' : 'memory',
     })),
   };
 }

@@ -3,6 +3,7 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import type { CacheStats } from './embedding-cache';
 import { EncodeCache, type ClusterView } from './encode-cache.service';
+import type { ObjectTierStats } from './object-tier';
 
 /** The embedding cache: entries, bytes, hit ratio, the most used keys; and a purge. */
 @ApiTags('admin')
@@ -13,8 +14,13 @@ export class CacheController {
   constructor(private readonly cache: EncodeCache) {}
 
   @Get()
-  view(): CacheStats & { single_flight: ClusterView } {
-    return { ...this.cache.store.view(), single_flight: this.cache.clusterView() };
+  view(): CacheStats & { single_flight: ClusterView; object_store?: ObjectTierStats } {
+    const tier = this.cache.tierView();
+    return {
+      ...this.cache.store.view(),
+      single_flight: this.cache.clusterView(),
+      ...(tier ? { object_store: tier } : {}),
+    };
   }
 
   /** Drops every entry; staged requests and sends holding the same rows are unaffected. */

@@ -1,16 +1,23 @@
 import { Injectable } from '@nestjs/common';
 import { OwnedMetrics } from '../metrics/owned-metrics';
 import { EncodeCache } from './encode-cache.service';
+import { ObjectTier } from './object-tier';
 
 /** The embedding cache, read at scrape time. */
 @Injectable()
 export class CacheMetrics extends OwnedMetrics {
-  constructor(cache: EncodeCache) {
+  constructor(cache: EncodeCache, tier: ObjectTier) {
     super();
     const store = cache.store;
     this.ownTotals('epd_encoder_cache_lookups_total', () => {
-      const { hits, misses, joins, remoteJoins } = store.stats;
-      return { hit: hits, miss: misses, join: joins, remote_join: remoteJoins };
+      const { hits, misses, joins, remoteJoins, storeHits } = store.stats;
+      return {
+        hit: hits,
+        miss: misses,
+        join: joins,
+        remote_join: remoteJoins,
+        store_hit: storeHits,
+      };
     });
     this.ownTotals('epd_encoder_cache_claim_takeovers_total', () => ({
       takeovers: store.stats.takeovers,
@@ -28,5 +35,18 @@ export class CacheMetrics extends OwnedMetrics {
     }));
     this.gauge('epd_encoder_cache_bytes', () => store.bytes);
     this.gauge('epd_encoder_cache_entries', () => store.count);
+    this.ownTotals('epd_encoder_object_store_reads_total', () => tier.stats().reads);
+    this.ownTotals('epd_encoder_object_store_writes_total', () => tier.stats().writes);
+    this.ownTotals('epd_encoder_object_store_bytes_total', () => {
+      const { bytes_written, bytes_read } = tier.stats();
+      return { written: bytes_written, read: bytes_read };
+    });
+    this.ownTotals('epd_encoder_object_store_handoffs_total', () => {
+      const { written, failed, read, deleted } = tier.stats().staged;
+      return { written, failed, taken: read, deleted };
+    });
+    this.gauge('epd_encoder_object_store_write_queue', () => tier.stats().queued);
+    const seconds = this.histogram('epd_encoder_object_store_seconds');
+    tier.observe((op, s) => seconds.observe({ op }, s));
   }
 }

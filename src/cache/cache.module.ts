@@ -6,6 +6,7 @@ import { CacheMetrics } from './cache.metrics';
 import { EncodeCache, type ClusterView } from './encode-cache.service';
 import type { CacheStats } from './embedding-cache';
 import { EncodeFlights } from './encode-flights.service';
+import { ObjectTier } from './object-tier';
 import type { IpcTopic } from '../transport/ipc-topics';
 
 /** A DP worker's cache, for its supervisor's GET / DELETE /admin/cache. */
@@ -32,8 +33,8 @@ class CacheReports implements OnModuleInit {
 @Module({
   imports: [MetaRegistryModule],
   controllers: [CacheController],
-  providers: [EncodeCache, EncodeFlights, CacheMetrics, CacheReports],
-  exports: [EncodeCache, EncodeFlights],
+  providers: [EncodeCache, EncodeFlights, ObjectTier, CacheMetrics, CacheReports],
+  exports: [EncodeCache, EncodeFlights, ObjectTier],
 })
 export class CacheModule {}
 

@@ -52,6 +52,8 @@ export interface CacheStats {
   misses: number;
   joins: number;
   remote_joins: number;
+  /** Misses here found in the object store tier (EPD_CACHE_STORE=jetstream). */
+  store_hits: number;
   takeovers: number;
   evictions: number;
   hit_ratio: number;
@@ -77,6 +79,7 @@ export class EmbeddingCache {
     misses: 0,
     joins: 0,
     remoteJoins: 0,
+    storeHits: 0,
     takeovers: 0,
     evictions: 0,
   };
@@ -139,10 +142,12 @@ export class EmbeddingCache {
   /**
    * What became of a claim of ours (counted by the caller, once the cluster was asked):
    * encoded here (`miss`), another process owned it and we fetch its rows (`remote`), or
-   * we took a dead owner's claim over (`takeover`, also a miss).
+   * we took a dead owner's claim over (`takeover`, also a miss), or the object store tier
+   * had it (`store`).
    */
-  counted(outcome: 'miss' | 'remote' | 'takeover'): void {
+  counted(outcome: 'miss' | 'remote' | 'takeover' | 'store'): void {
     if (outcome === 'remote') this.counters.remoteJoins++;
+    else if (outcome === 'store') this.counters.storeHits++;
     else if (outcome === 'miss') this.counters.misses++;
     else this.counters.takeovers++;
   }
@@ -207,8 +212,8 @@ export class EmbeddingCache {
   }
 
   view(top = 10): CacheStats {
-    const { hits, misses, joins, remoteJoins, takeovers, evictions } = this.counters;
-    const lookups = hits + joins + remoteJoins + misses;
+    const { hits, misses, joins, remoteJoins, storeHits, takeovers, evictions } = this.counters;
+    const lookups = hits + joins + remoteJoins + storeHits + misses;
     return {
       enabled: this.enabled,
       entries: this.entries.size,
@@ -218,10 +223,13 @@ export class EmbeddingCache {
       misses,
       joins,
       remote_joins: remoteJoins,
+      store_hits: storeHits,
       takeovers,
       evictions,
       hit_ratio:
-        lookups === 0 ? 0 : Math.round(((hits + joins + remoteJoins) / lookups) * 1000) / 1000,
+        lookups === 0
+          ? 0
+          : Math.round(((hits + joins + remoteJoins + storeHits) / lookups) * 1000) / 1000,
       in_flight: this.flights.size,
       top: [...this.entries.values()]
         .sort((a, b) => b.hits - a.hits)

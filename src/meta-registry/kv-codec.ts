@@ -26,7 +26,7 @@ interface Wire {
   part_idx?: number;
   metadata: unknown;
   published_at: number;
-  owner?: { instance: string; rank?: number; pid?: number; boot?: string };
+  owner?: { instance: string; rank?: number; pid?: number; boot?: string; store?: string };
 }
 
 export function encodeRecord(record: StoredMeta): string {
@@ -56,6 +56,7 @@ export function decodeRecord(reqId: string, value: Uint8Array): StoredMeta | und
           ...(typeof wire.owner.rank === 'number' ? { rank: wire.owner.rank } : {}),
           ...(typeof wire.owner.pid === 'number' ? { pid: wire.owner.pid } : {}),
           ...(typeof wire.owner.boot === 'string' ? { boot: wire.owner.boot } : {}),
+          ...(typeof wire.owner.store === 'string' ? { store: wire.owner.store } : {}),
         }
       : undefined;
   return {

@@ -91,6 +91,7 @@ export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
   private sweepTimer?: NodeJS.Timeout;
   private changes?: Subscription;
   private sweeping = false;
+  private readonly closeHooks: (() => Promise<void>)[] = [];
   private readonly counters: Omit<RegistryCounters, 'cancelled'> = {
     publishes: 0,
     errorPublishes: 0,
@@ -146,9 +147,16 @@ export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
    * At shutdown, after the NATS server left its queue groups (its onModuleDestroy), so
    * that only calls already received get 503 shutting_down, never new ones.
    */
-  beforeApplicationShutdown(): Promise<void> {
+  async beforeApplicationShutdown(): Promise<void> {
+    // Whatever must still publish first (the handoff of staged embeddings), bounded by its owner.
+    await Promise.all(this.closeHooks.map((hook) => hook().catch(() => undefined)));
     this.close();
     return this.closing;
+  }
+
+  /** `hook` runs at shutdown before the registry closes (it may still publish meanwhile). */
+  beforeClose(hook: () => Promise<void>): void {
+    this.closeHooks.push(hook);
   }
 
   /**

@@ -11,6 +11,11 @@ export interface Owner {
   rank?: number;
   pid?: number;
   boot?: string;
+  /**
+   * Set when the instance handed the embedding to the cluster at shutdown: it lives in this
+   * object store bucket, and the first instance a call for it reaches takes it over.
+   */
+  store?: string;
 }
 
 export interface StoredMeta {

@@ -321,7 +321,7 @@ export const METRICS = spec({
   // --- Instances and owner routing --------------------------------------------------------
   epd_encoder_owner_routing_total: {
     type: 'counter',
-    help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), or refused because the owner is gone (owner_gone) or never acknowledged the forwarded call (owner_unreachable); resent counts forwarded attempts sent again after 300 ms without a receipt from the owner (lost in transit); probes counts forwarded calls asked again every 500 ms after the owner took them (an answer lost in transit is replayed)',
+    help: 'Per-req_id calls by where they were answered: here (local), by the owner instance (forwarded), by the DP worker that owns it (dp_rank), here after taking over an embedding a stopped instance handed to the object store (from_store), or refused because the owner is gone (owner_gone) or never acknowledged the forwarded call (owner_unreachable); resent counts forwarded attempts sent again after 300 ms without a receipt from the owner (lost in transit); probes counts forwarded calls asked again every 500 ms after the owner took them (an answer lost in transit is replayed)',
     labels: ['outcome'],
     sglang: 'none',
   },
@@ -406,7 +406,7 @@ export const METRICS = spec({
   // --- Embedding cache ------------------------------------------------------------------------
   epd_encoder_cache_lookups_total: {
     type: 'counter',
-    help: 'Cache lookups per unit (an image, or a whole video or audio request) by outcome: hit, miss (encoded here), join (another request of this process was encoding it), remote_join (another process owned it: its rows were fetched)',
+    help: 'Cache lookups per unit (an image, or a whole video or audio request) by outcome: hit, miss (encoded here), join (another request of this process was encoding it), remote_join (another process owned it: its rows were fetched), store_hit (read from the object store tier)',
     labels: ['outcome'],
     sglang: 'sglang:encoder_cache_hit_files_total / sglang:encoder_cache_total_files_total',
     only: 'EPD_CACHE_MAX_BYTES > 0',
@@ -445,6 +445,49 @@ export const METRICS = spec({
     labels: [],
     sglang: 'sglang:encoder_cache_entries',
     only: 'EPD_CACHE_MAX_BYTES > 0',
+  },
+  // --- Object store tier ----------------------------------------------------------------
+  epd_encoder_object_store_reads_total: {
+    type: 'counter',
+    help: 'Object store reads on an in-process cache miss by outcome: hit, absent, corrupt (checksum, layout or sizes disagree: never served, encoded again), error (store unreachable or slow: a miss)',
+    labels: ['outcome'],
+    sglang: 'none',
+    only: 'EPD_CACHE_STORE=jetstream',
+  },
+  epd_encoder_object_store_writes_total: {
+    type: 'counter',
+    help: 'Cached embeddings written to the object store by outcome: ok, failed, dropped (the write queue, EPD_OBJ_WRITE_QUEUE, was full)',
+    labels: ['outcome'],
+    sglang: 'none',
+    only: 'EPD_CACHE_STORE=jetstream',
+  },
+  epd_encoder_object_store_bytes_total: {
+    type: 'counter',
+    help: 'Embedding bytes moved to (written) and from (read) the object store',
+    labels: ['direction'],
+    sglang: 'none',
+    only: 'EPD_CACHE_STORE=jetstream',
+  },
+  epd_encoder_object_store_handoffs_total: {
+    type: 'counter',
+    help: 'Staged embeddings handed to the cluster through the object store: written (at shutdown), failed (not written: reported lost), taken (served by this instance after another stopped), deleted (released or delivered)',
+    labels: ['outcome'],
+    sglang: 'none',
+    only: 'EPD_CACHE_STORE=jetstream',
+  },
+  epd_encoder_object_store_write_queue: {
+    type: 'gauge',
+    help: 'Cached embeddings waiting to be written to the object store (EPD_OBJ_WRITE_QUEUE bounds it)',
+    labels: [],
+    sglang: 'none',
+    only: 'EPD_CACHE_STORE=jetstream',
+  },
+  epd_encoder_object_store_seconds: {
+    type: 'histogram',
+    help: 'Object store operation latency by op: get, put, delete',
+    labels: ['op'],
+    sglang: 'none',
+    only: 'EPD_CACHE_STORE=jetstream',
   },
 });
 

@@ -14,6 +14,7 @@ export class RoutingMetrics extends OwnedMetrics {
         local: s.local,
         forwarded: s.forwarded,
         dp_rank: s.toRank,
+        from_store: s.fromStore,
         owner_gone: s.ownerGone,
         owner_unreachable: s.unreachable,
         resent: s.resent,

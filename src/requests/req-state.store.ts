@@ -4,6 +4,7 @@ import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import type { Modality } from '../common/kernel';
+import type { Endpoint } from '../transfer/embedding-transport';
 import { ReqState, type Destination, type ReleaseReason, type StagedEmbedding } from './req-state';
 
 export { ReqState } from './req-state';
@@ -63,6 +64,8 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
   readonly releases: Record<ReleaseReason, number> = { ack: 0, explicit: 0, ttl: 0, error: 0 };
   /** Told the req_id when a release that was deferred (behind an encode or a send) is applied. */
   private deferredApplied?: (reqId: string) => void;
+  /** Told each req_id whose state ended (released, expired, failed), once. */
+  private endedListener?: (reqId: string, reason: ReleaseReason) => void;
 
   constructor(
     private readonly config: AppConfig,
@@ -186,6 +189,55 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
     this.deferredApplied = listener;
   }
 
+  /** `listener` learns each req_id whose state ended, and why (one listener). */
+  onEnded(listener: (reqId: string, reason: ReleaseReason) => void): void {
+    this.endedListener = listener;
+  }
+
+  /**
+   * A staged embedding another instance handed to the cluster (the object store tier),
+   * staged here as if encoded here: its receive_count, and the destinations that already
+   * acked (counted, not sent again). 507 when the staging budget cannot hold it.
+   */
+  adopt(
+    reqId: string,
+    modality: Modality,
+    partIdx: number,
+    numParts: number,
+    embedding: StagedEmbedding,
+    receiveCount: number | undefined,
+    acked: readonly Endpoint[],
+  ): ReqState {
+    const state = this.begin(reqId, modality, partIdx, numParts);
+    state.origin = 'object_store';
+    try {
+      this.reserve(state, embedding.bytes);
+      this.stage(state, embedding);
+      if (receiveCount !== undefined) state.expectReceivers(receiveCount);
+      for (const endpoint of acked) {
+        const dest = state.addDestination(endpoint, 'send');
+        state.startSend(dest);
+        state.ack(dest, embedding.bytes, this.clock.now());
+      }
+    } catch (err) {
+      this.discard(state);
+      throw err;
+    } finally {
+      state.endEncode();
+    }
+    return state;
+  }
+
+  /**
+   * The state leaves this process without a release (handed to the cluster at shutdown):
+   * its bytes return to the budget, and nothing remembers it as released here.
+   */
+  handOff(state: ReqState): void {
+    if (this.states.get(state.reqId) !== state) return;
+    this.states.delete(state.reqId);
+    this.usedBytes -= state.end();
+  }
+
   private applyDeferred(state: ReqState): void {
     this.end(state, state.releaseReason);
     this.deferredApplied?.(state.reqId);
@@ -245,6 +297,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
     this.states.delete(state.reqId);
     this.releases[reason]++;
     this.usedBytes -= state.end();
+    this.endedListener?.(state.reqId, reason);
     boundedSet(
       this.recentlyReleased,
       state.reqId,

@@ -68,6 +68,8 @@ export class ReqState {
   private used: number;
   private readonly dests = new Map<string, DestinationFields>();
   private readonly destinationListeners = new Set<() => void>();
+  /** Encoded here, or taken over from the object store (another instance handed it over). */
+  origin: 'encoded' | 'object_store' = 'encoded';
   /** Settles when the embedding is staged (resolves) or the state ends first (rejects). */
   readonly ready: Promise<void>;
   private settleReady!: { resolve(): void; reject(e: Error): void };
@@ -137,6 +139,11 @@ export class ReqState {
   /** True when receive_count distinct destinations have acked: the request is done. */
   get complete(): boolean {
     return this.count !== undefined && this.ackedCount >= this.count;
+  }
+
+  /** An encode or a send runs for it. */
+  get busy(): boolean {
+    return this.encodes > 0 || this.sends > 0;
   }
 
   /** Nothing runs for it and it was not used for `ttl` ms: the sweep may expire it. */

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { NatsContext } from '@nestjs/microservices';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
+import { MMError } from '../common/errors/mm-error';
 import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner } from '../meta-registry/meta-store';
@@ -22,6 +23,22 @@ export interface RouteOptions {
    */
   waitForEncode?: boolean;
 }
+
+/**
+ * Embeddings handed to the cluster by an instance that stopped (the object store tier,
+ * EPD_CACHE_STORE=jetstream), as owner routing reaches them; provided by the handoff.
+ */
+export interface StoredOwners {
+  /** Stages the handed-off embedding here (one read, however many calls ask), or throws embedding_lost. */
+  take(reqId: string, owner: Owner, deadline: number): Promise<void>;
+  /** A release of a handed-off embedding nobody took: it leaves the store. */
+  drop(reqId: string): Promise<void>;
+  /** Whether this (stopping) process handed `reqId` to the cluster: it answers no more calls for it. */
+  handedOff(reqId: string): boolean;
+}
+
+/** Errors of a forwarded call after which the owner record is read again: it may have moved. */
+const MAY_HAVE_MOVED = new Set(['shutting_down', 'owner_gone']);
 
 /**
  * The options of a call arriving at a controller: answered here when this instance holds
@@ -55,8 +72,16 @@ export function routeOptions(
 @Injectable()
 export class OwnerRouter {
   private readonly logger = new Logger('OwnerRouter');
-  private readonly counters = { local: 0, forwarded: 0, toRank: 0, ownerGone: 0, unreachable: 0 };
+  private readonly counters = {
+    local: 0,
+    forwarded: 0,
+    toRank: 0,
+    fromStore: 0,
+    ownerGone: 0,
+    unreachable: 0,
+  };
   private readonly routes: boolean;
+  private stored?: StoredOwners;
 
   constructor(
     private readonly config: AppConfig,
@@ -80,12 +105,18 @@ export class OwnerRouter {
     local: number;
     forwarded: number;
     toRank: number;
+    fromStore: number;
     ownerGone: number;
     unreachable: number;
     resent: number;
     probes: number;
   } {
     return { ...this.counters, resent: this.forwarder.resent, probes: this.forwarder.probes };
+  }
+
+  /** The handoff's side of the store: calls for an embedding an instance handed over. */
+  useStoredOwners(stored: StoredOwners): void {
+    this.stored = stored;
   }
 
   async route<T>(
@@ -102,8 +133,18 @@ export class OwnerRouter {
       throw Errors.embeddingLost(reqId);
     }
     const owner = this.routes ? await this.ownerFor(reqId, deadline, options) : undefined;
+    if (owner?.store !== undefined && this.stored) {
+      return this.fromStore(dp, reqId, owner, deadline, local);
+    }
     if (owner && owner.instance !== this.config.instance.id) {
-      return this.forward<T>(dp, reqId, body, deadline, owner);
+      return this.forward<T>(dp, reqId, body, deadline, owner).catch(async (err: unknown) => {
+        // Handed to the cluster (or taken by another instance) while the call was on its way.
+        const moved = await this.movedFrom(owner, reqId, err);
+        if (!moved) throw err;
+        if (moved.store !== undefined && this.stored)
+          return this.fromStore(dp, reqId, moved, deadline, local);
+        return this.forward<T>(dp, reqId, body, deadline, moved);
+      });
     }
     if (owner?.rank !== undefined && this.ranks.active) {
       this.counters.toRank++;
@@ -114,8 +155,35 @@ export class OwnerRouter {
       this.counters.ownerGone++;
       throw Errors.embeddingLost(reqId);
     }
+    if (this.stored?.handedOff(reqId) && !options.isLocal()) {
+      // Stopping, and handed to the cluster: the caller reads the owner record again.
+      throw Errors.shuttingDown(reqId);
+    }
     this.counters.local++;
     return local();
+  }
+
+  /** A call for an embedding in the object store: taken over here (a release drops it). */
+  private async fromStore<T>(
+    dp: DpType,
+    reqId: string,
+    owner: Owner,
+    deadline: number,
+    local: () => Promise<T>,
+  ): Promise<T> {
+    if (dp === 'release') await this.stored!.drop(reqId);
+    else await this.stored!.take(reqId, owner, deadline);
+    this.counters.fromStore++;
+    return local();
+  }
+
+  /** After a forwarded call failed as a stopping owner's would: its new owner, if it has one. */
+  private async movedFrom(owner: Owner, reqId: string, err: unknown): Promise<Owner | undefined> {
+    if (!(err instanceof MMError) || !MAY_HAVE_MOVED.has(err.type)) return undefined;
+    const now = (await this.registry.get(reqId).catch(() => undefined))?.owner;
+    if (!now || (now.instance === owner.instance && now.boot === owner.boot)) return undefined;
+    if (now.store === undefined && now.instance === this.config.instance.id) return undefined;
+    return now;
   }
 
   private async ownerFor(

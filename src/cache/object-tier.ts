@@ -1,0 +1,491 @@
+import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { Base64UrlPaddedCodec, Objm, StorageType, type ObjectStore } from '@nats-io/obj';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { withTimeout } from '../common/timeout';
+import type { StagingDtype } from '../common/kernel';
+import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
+import { StoreConfigError } from '../meta-registry/meta-store';
+import { NatsConnectionService } from '../transport/nats-connection.service';
+import type { CacheEntry } from './embedding-cache';
+
+/** Bumped when the object layout changes: objects of another version are misses. */
+const LAYOUT = '1';
+/** One read never holds an encode longer than this: past it, the store is a miss. */
+const READ_BOUND_MS = 2_000;
+/** One write (put, delete) waits at most this long for JetStream. */
+const WRITE_BOUND_MS = 10_000;
+const API_TIMEOUT_MS = 5_000;
+
+/** Rows with the fields that say how to read them, as stored. */
+export interface StoredRows {
+  data: Float32Array | Uint16Array;
+  tokens: number;
+  dim: number;
+  dtype: StagingDtype;
+  grid: number[][];
+  bytes: number;
+}
+
+/** A staged embedding handed to the cluster at shutdown: its rows and its delivery state. */
+export interface HandedOff extends StoredRows {
+  reqId: string;
+  modality: string;
+  partIdx: number;
+  numParts: number;
+  receiveCount?: number;
+  /** Destinations (`host:port`) that acked before the handoff: counted, not sent again. */
+  acked: string[];
+}
+
+/** Why a read found nothing usable: absent, corrupt (checksum, layout, sizes), or a store error. */
+export type ReadMiss = 'absent' | 'corrupt' | 'error';
+
+export interface ObjectTierStats {
+  enabled: boolean;
+  bucket: string;
+  staged_bucket: string;
+  open: boolean;
+  reads: { hit: number; absent: number; corrupt: number; error: number };
+  writes: { ok: number; failed: number; dropped: number };
+  queued: number;
+  write_queue_max: number;
+  bytes_written: number;
+  bytes_read: number;
+  staged: { written: number; failed: number; read: number; deleted: number };
+}
+
+type Observer = (op: 'get' | 'put' | 'delete', seconds: number) => void;
+
+const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex');
+const bytesOf = (rows: Float32Array | Uint16Array) =>
+  new Uint8Array(rows.buffer, rows.byteOffset, rows.byteLength);
+const DTYPE_BYTES: Record<StagingDtype, number> = { float32: 4, bfloat16: 2, float16: 2 };
+
+/** The object's metadata: every field needed to trust and read its bytes. */
+function describe(rows: StoredRows, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    layout: LAYOUT,
+    tokens: String(rows.tokens),
+    dim: String(rows.dim),
+    dtype: rows.dtype,
+    grid: JSON.stringify(rows.grid),
+    sha256: sha256(bytesOf(rows.data)),
+    ...extra,
+  };
+}
+
+/**
+ * Rows from an object's bytes and metadata, or undefined when anything disagrees: layout,
+ * dtype, sizes, or the checksum of the bytes themselves (a corrupt or foreign object).
+ */
+function decode(
+  bytes: Uint8Array,
+  meta: Record<string, string> | undefined,
+  dtype: StagingDtype,
+): StoredRows | undefined {
+  if (!meta || meta.layout !== LAYOUT || meta.dtype !== dtype) return undefined;
+  const tokens = Number(meta.tokens);
+  const dim = Number(meta.dim);
+  if (!Number.isInteger(tokens) || !Number.isInteger(dim) || tokens <= 0 || dim <= 0) return;
+  if (bytes.byteLength !== tokens * dim * DTYPE_BYTES[dtype]) return undefined;
+  if (meta.sha256 !== sha256(bytes)) return undefined;
+  let grid: number[][];
+  try {
+    grid = JSON.parse(meta.grid ?? '') as number[][];
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(grid)) return undefined;
+  // A copy of our own: aligned for the typed array, and not a view of the client's buffers.
+  const own = new ArrayBuffer(bytes.byteLength);
+  new Uint8Array(own).set(bytes);
+  const data = dtype === 'float32' ? new Float32Array(own) : new Uint16Array(own);
+  return { data, tokens, dim, dtype, grid, bytes: bytes.byteLength };
+}
+
+/**
+ * The JetStream Object Store tier (EPD_CACHE_STORE=jetstream), on the NATS servers the
+ * service already uses: two buckets, opened (created if missing, checked if not) at start.
+ * - EPD_OBJ_BUCKET: cached embeddings by content key. Written after an encode through a
+ *   bounded queue (full: dropped and counted; an encode never waits for it), read on an
+ *   in-process miss. Its age and size bounds are the server's (EPD_OBJ_MAX_AGE_S,
+ *   EPD_OBJ_MAX_BYTES).
+ * - <EPD_OBJ_BUCKET>_staged: staged embeddings handed to the cluster at shutdown, by
+ *   req_id, with their delivery state; they live EPD_SEND_TIMEOUT_MS, as the metadata does,
+ *   and are deleted when the req_id is released.
+ * Every object carries its metadata and a sha256 of its bytes: an object that disagrees is
+ * a counted miss, never served. A store that cannot be reached is a miss too.
+ */
+@Injectable()
+export class ObjectTier implements OnApplicationBootstrap {
+  private readonly logger = new Logger('ObjectTier');
+  readonly enabled: boolean;
+  private opening?: Promise<{ cache: ObjectStore; staged: ObjectStore }>;
+  private buckets?: { cache: ObjectStore; staged: ObjectStore };
+  private jsm?: JetStreamManager;
+  private readonly readyPromise: Promise<void>;
+  private settle!: { resolve(): void; reject(e: Error): void };
+  private readonly queue: CacheEntry[] = [];
+  private queuedKeys = new Set<string>();
+  private writing = false;
+  private idle?: () => void;
+  private observer?: Observer;
+  private readonly counters = {
+    reads: { hit: 0, absent: 0, corrupt: 0, error: 0 },
+    writes: { ok: 0, failed: 0, dropped: 0 },
+    bytesWritten: 0,
+    bytesRead: 0,
+    staged: { written: 0, failed: 0, read: 0, deleted: 0 },
+  };
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly nats: NatsConnectionService,
+    private readonly clock: Clock,
+    role: ProcessRole,
+  ) {
+    // A DP worker's supervisor owns the NATS side; the tier is one process's (EPD_DP_SIZE 1).
+    this.enabled = config.cache.store === 'jetstream' && role.single;
+    this.readyPromise = new Promise<void>(
+      (resolve, reject) => (this.settle = { resolve, reject }),
+    );
+    this.readyPromise.catch(() => undefined);
+    if (config.cache.store === 'jetstream' && !role.single) {
+      this.logger.warn(
+        'EPD_CACHE_STORE=jetstream is not used with EPD_DP_SIZE > 1: each DP worker keeps its cache in memory',
+      );
+    }
+  }
+
+  get bucket(): string {
+    return this.config.cache.objBucket;
+  }
+
+  get stagedBucket(): string {
+    return `${this.config.cache.objBucket}_staged`;
+  }
+
+  /** Resolves once both buckets are open; rejects with StoreConfigError if they never can be. */
+  ready(): Promise<void> {
+    return this.enabled ? this.readyPromise : Promise.resolve();
+  }
+
+  /** Told how long each store operation took (the metrics; one observer). */
+  observe(observer: Observer): void {
+    this.observer = observer;
+  }
+
+  onApplicationBootstrap(): void {
+    if (this.enabled) void this.openLoop();
+  }
+
+  private async openLoop(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.open();
+        this.settle.resolve();
+        return;
+      } catch (err) {
+        if (err instanceof StoreConfigError) {
+          this.logger.error(err.message);
+          this.settle.reject(err);
+          return;
+        }
+        if (this.nats.stoppedBeforeConnect) return;
+        const delay = Math.min(5_000, 200 * 2 ** Math.min(attempt, 5));
+        this.logger.warn(
+          { bucket: this.bucket, err: (err as Error).message, retryInMs: delay },
+          'cannot open the object store yet; retrying',
+        );
+        await new Promise((r) => setTimeout(r, delay).unref());
+      }
+    }
+  }
+
+  private open(): Promise<{ cache: ObjectStore; staged: ObjectStore }> {
+    if (this.buckets) return Promise.resolve(this.buckets);
+    this.opening ??= (async () => {
+      const nc = await this.nats.connection();
+      const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
+      const { objMaxBytes, objMaxAgeS, objReplicas } = this.config.cache;
+      const cache = await this.bucketOf(nc, jsm, this.bucket, objMaxAgeS * 1000, 'EPD_OBJ_MAX_AGE_S');
+      const staged = await this.bucketOf(
+        nc,
+        jsm,
+        this.stagedBucket,
+        this.config.timeouts.sendTimeoutMs,
+        'EPD_SEND_TIMEOUT_MS',
+      );
+      this.jsm = jsm;
+      this.buckets = { cache, staged };
+      this.logger.log(
+        { bucket: this.bucket, staged: this.stagedBucket, objMaxBytes, objMaxAgeS, objReplicas },
+        'object store tier open',
+      );
+      return this.buckets;
+    })().finally(() => (this.opening = undefined));
+    return this.opening;
+  }
+
+  /** One bucket, created with our settings if missing; an existing one must have them. */
+  private async bucketOf(
+    nc: NatsConnection,
+    jsm: JetStreamManager,
+    name: string,
+    maxAgeMs: number,
+    ageSetting: string,
+  ): Promise<ObjectStore> {
+    const { objMaxBytes, objReplicas } = this.config.cache;
+    const stream = `OBJ_${name}`;
+    const existing = await jsm.streams.info(stream).catch((err: Error) => {
+      if (/stream not found/i.test(err.message)) return undefined;
+      throw err;
+    });
+    if (existing) {
+      const c = existing.config;
+      const have = {
+        maxBytes: c.max_bytes,
+        maxAgeMs: Math.round(c.max_age / 1e6),
+        replicas: c.num_replicas,
+      };
+      const want = { maxBytes: objMaxBytes, maxAgeMs, replicas: objReplicas };
+      const wrong = (Object.keys(want) as (keyof typeof want)[]).filter((k) => have[k] !== want[k]);
+      if (wrong.length > 0) {
+        throw new StoreConfigError(
+          `object store bucket ${name} exists with other settings (${wrong
+            .map((k) => `${k} ${have[k]}, want ${want[k]}`)
+            .join('; ')}): EPD_OBJ_MAX_BYTES, ${ageSetting} and EPD_OBJ_REPLICAS must match ` +
+            `every instance sharing it; delete the bucket or use another EPD_OBJ_BUCKET`,
+        );
+      }
+    }
+    const os = await new Objm(nc).create(name, {
+      storage: StorageType.File,
+      replicas: objReplicas,
+      max_bytes: objMaxBytes,
+      ttl: maxAgeMs * 1e6,
+    });
+    if (!existing) this.logger.log({ bucket: name, maxAgeMs }, 'created object store bucket');
+    return os;
+  }
+
+  // --- Cached embeddings --------------------------------------------------------------
+
+  /** The cached entry of `key`, or why there is none; never throws, never past `deadline`. */
+  async read(key: string, deadline: number): Promise<CacheEntry | ReadMiss> {
+    const buckets = this.buckets;
+    if (!buckets) return this.missed('error');
+    const bound = Math.min(READ_BOUND_MS, deadline - this.clock.now());
+    if (bound <= 0) return this.missed('error');
+    const started = performance.now();
+    try {
+      const found = await withTimeout(
+        (async () => {
+          const info = await buckets.cache.info(key);
+          if (!info) return undefined;
+          const bytes = await buckets.cache.getBlob(key);
+          return bytes ? { bytes, meta: info.metadata } : undefined;
+        })(),
+        bound,
+        () => new Error(`no answer from the object store within ${bound} ms`),
+      );
+      this.observer?.('get', (performance.now() - started) / 1000);
+      if (!found) return this.missed('absent');
+      const rows = decode(found.bytes, found.meta, this.config.encoder.stagingDtype);
+      if (!rows) {
+        this.logger.warn({ key, bucket: this.bucket }, 'corrupt object in the store: not served');
+        return this.missed('corrupt');
+      }
+      this.counters.reads.hit++;
+      this.counters.bytesRead += rows.bytes;
+      return { key, ...rows, hits: 0 };
+    } catch (err) {
+      // A digest the library found wrong is a corrupt object; anything else, the store's.
+      const corrupt = /corrupt|digest/i.test((err as Error).message);
+      if (!corrupt) this.logger.debug({ key, err: (err as Error).message }, 'object store read');
+      return this.missed(corrupt ? 'corrupt' : 'error');
+    }
+  }
+
+  private missed(why: ReadMiss): ReadMiss {
+    this.counters.reads[why]++;
+    return why;
+  }
+
+  /**
+   * Queues `entry` to be written; with the queue full (or the store not open) it is
+   * dropped and counted. Never waits.
+   */
+  write(entry: CacheEntry): void {
+    if (!this.enabled) return;
+    if (this.queuedKeys.has(entry.key)) return;
+    if (!this.buckets || this.queue.length >= this.config.cache.objWriteQueue) {
+      this.counters.writes.dropped++;
+      return;
+    }
+    this.queue.push(entry);
+    this.queuedKeys.add(entry.key);
+    if (!this.writing) void this.pump();
+  }
+
+  /** Resolves once the write queue is empty (tests, and shutdown). */
+  flushed(): Promise<void> {
+    if (!this.writing && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const prev = this.idle;
+      this.idle = () => {
+        prev?.();
+        resolve();
+      };
+    });
+  }
+
+  private async pump(): Promise<void> {
+    this.writing = true;
+    try {
+      for (let entry = this.queue.shift(); entry; entry = this.queue.shift()) {
+        this.queuedKeys.delete(entry.key);
+        const dtype = this.config.encoder.stagingDtype;
+        try {
+          await this.put(this.buckets!.cache, entry.key, { ...entry, dtype });
+          this.counters.writes.ok++;
+          this.counters.bytesWritten += entry.bytes;
+        } catch (err) {
+          this.counters.writes.failed++;
+          this.logger.warn(
+            { key: entry.key, bucket: this.bucket, err: (err as Error).message },
+            'could not write a cached embedding to the object store',
+          );
+        }
+      }
+    } finally {
+      this.writing = false;
+      const idle = this.idle;
+      this.idle = undefined;
+      idle?.();
+    }
+  }
+
+  private async put(
+    os: ObjectStore,
+    name: string,
+    rows: StoredRows,
+    extra?: Record<string, string>,
+  ): Promise<void> {
+    const started = performance.now();
+    await withTimeout(
+      os.putBlob({ name, metadata: describe(rows, extra) }, bytesOf(rows.data), {
+        timeout: WRITE_BOUND_MS,
+      }),
+      WRITE_BOUND_MS,
+      () => new Error(`no answer from the object store within ${WRITE_BOUND_MS} ms`),
+    );
+    this.observer?.('put', (performance.now() - started) / 1000);
+  }
+
+  // --- Staged embeddings handed over at shutdown --------------------------------------
+
+  /** Writes one staged embedding and its delivery state; throws when it could not. */
+  async handOff(staged: HandedOff): Promise<void> {
+    const { staged: os } = await this.open();
+    try {
+      await this.put(os, staged.reqId, staged, {
+        kind: 'staged',
+        modality: staged.modality,
+        part_idx: String(staged.partIdx),
+        num_parts: String(staged.numParts),
+        ...(staged.receiveCount !== undefined ? { receive_count: String(staged.receiveCount) } : {}),
+        acked: JSON.stringify(staged.acked),
+      });
+      this.counters.staged.written++;
+      this.counters.bytesWritten += staged.bytes;
+    } catch (err) {
+      this.counters.staged.failed++;
+      throw err;
+    }
+  }
+
+  /** A handed-off embedding, or undefined when it is not (or no longer, or not intact) there. */
+  async takeOver(reqId: string, deadline: number): Promise<HandedOff | undefined> {
+    const { staged: os } = await this.open();
+    const bound = Math.max(1, deadline - this.clock.now());
+    const started = performance.now();
+    const found = await withTimeout(
+      (async () => {
+        const info = await os.info(reqId);
+        if (!info) return undefined;
+        const bytes = await os.getBlob(reqId);
+        return bytes ? { bytes, meta: info.metadata } : undefined;
+      })(),
+      bound,
+      () => new Error(`no answer from the object store within ${bound} ms`),
+    );
+    this.observer?.('get', (performance.now() - started) / 1000);
+    if (!found) return undefined;
+    const rows = decode(found.bytes, found.meta, this.config.encoder.stagingDtype);
+    const m = found.meta ?? {};
+    if (!rows || m.kind !== 'staged') {
+      this.counters.reads.corrupt++;
+      this.logger.warn({ req_id: reqId, bucket: this.stagedBucket }, 'corrupt handed-off object');
+      return undefined;
+    }
+    let acked: string[] = [];
+    try {
+      const parsed = JSON.parse(m.acked ?? '[]') as unknown;
+      if (Array.isArray(parsed)) acked = parsed.filter((a): a is string => typeof a === 'string');
+    } catch {
+      // none counted
+    }
+    this.counters.staged.read++;
+    this.counters.bytesRead += rows.bytes;
+    return {
+      ...rows,
+      reqId,
+      modality: m.modality ?? 'image',
+      partIdx: Number(m.part_idx ?? 0),
+      numParts: Number(m.num_parts ?? 1),
+      ...(m.receive_count !== undefined ? { receiveCount: Number(m.receive_count) } : {}),
+      acked,
+    };
+  }
+
+  /**
+   * Deletes a handed-off embedding, leaving nothing behind in the stream (the library's
+   * delete keeps a marker; it is purged too). True if there was one.
+   */
+  async release(reqId: string): Promise<boolean> {
+    const { staged: os } = await this.open();
+    const started = performance.now();
+    const info = await os.info(reqId);
+    if (!info) return false;
+    await os.delete(reqId);
+    const subject = `$O.${this.stagedBucket}.M.${Base64UrlPaddedCodec.encode(reqId)}`;
+    await this.jsm!.streams.purge(`OBJ_${this.stagedBucket}`, { filter: subject });
+    this.counters.staged.deleted++;
+    this.observer?.('delete', (performance.now() - started) / 1000);
+    return true;
+  }
+
+  stats(): ObjectTierStats {
+    const c = this.counters;
+    return {
+      enabled: this.enabled,
+      bucket: this.bucket,
+      staged_bucket: this.stagedBucket,
+      open: this.buckets !== undefined,
+      reads: { ...c.reads },
+      writes: { ...c.writes },
+      queued: this.queue.length + (this.writing ? 1 : 0),
+      write_queue_max: this.config.cache.objWriteQueue,
+      bytes_written: c.bytesWritten,
+      bytes_read: c.bytesRead,
+      staged: { ...c.staged },
+    };
+  }
+}
+

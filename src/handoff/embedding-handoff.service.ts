@@ -1,0 +1,249 @@
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { Errors } from '../common/errors/error-catalogue';
+import { MMError } from '../common/errors/mm-error';
+import { withTimeout } from '../common/timeout';
+import type { Modality } from '../common/kernel';
+import { AppConfig } from '../config/app-config';
+import { ObjectTier } from '../cache/object-tier';
+import { MetaRegistry } from '../meta-registry/meta-registry.service';
+import type { Owner } from '../meta-registry/meta-store';
+import { isErrorMeta } from '../meta-registry/meta.schema';
+import { ReqStateStore, type ReqState } from '../requests/req-state.store';
+import { OwnerRouter, type StoredOwners } from '../routing/owner-router.service';
+import { parseEndpoint, type Endpoint } from '../transfer/embedding-transport';
+
+/** Staged embeddings written to the store at once during a drain. */
+const DRAIN_CONCURRENCY = 4;
+/** How often a drain looks again for sends and encodes still running. */
+const BUSY_POLL_MS = 20;
+
+export interface HandoffStats {
+  enabled: boolean;
+  /** Handed to the cluster by this process's drain (it is stopping): written, and not written (lost). */
+  handed_off: number;
+  lost: number;
+  /** Taken over here from the store (another instance stopped), and still held. */
+  taken: number;
+  held: number;
+  /** The last drain: how long it took, and how many it wrote. */
+  last_drain?: { ms: number; written: number; lost: number };
+}
+
+/**
+ * Staged embeddings that outlive their process (EPD_CACHE_STORE=jetstream with
+ * EPD_REGISTRY_STORE=jetstream). At shutdown, once the queue groups are left and in-flight
+ * work has ended, every staged embedding not yet fully delivered is written to the object
+ * store with its delivery state, and its owner record is pointed at the store, within
+ * EPD_DRAIN_MS; what is not written by then is reported lost, as without the tier. A later
+ * call for it on any instance (owner routing) takes it over: staged there, with the same
+ * receive_count and acked destinations; its object is deleted when it is released, fully
+ * delivered, or expires, and the store's own TTL (EPD_SEND_TIMEOUT_MS) ends it otherwise.
+ */
+@Injectable()
+export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
+  private readonly logger = new Logger('Handoff');
+  readonly enabled: boolean;
+  /** req_ids this stopping process handed over: calls for them are answered elsewhere. */
+  private readonly handed = new Set<string>();
+  /** req_ids taken over from the store and held here: their objects go when they end. */
+  private readonly held = new Set<string>();
+  /** Takeovers in progress: one read per req_id, whatever number of calls ask. */
+  private readonly taking = new Map<string, Promise<void>>();
+  private draining?: Promise<void>;
+  private readonly counters = { handedOff: 0, lost: 0, taken: 0 };
+  private lastDrain?: HandoffStats['last_drain'];
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly clock: Clock,
+    private readonly tier: ObjectTier,
+    private readonly states: ReqStateStore,
+    private readonly registry: MetaRegistry,
+    private readonly router: OwnerRouter,
+  ) {
+    this.enabled = tier.enabled && config.registry.store === 'jetstream';
+  }
+
+  onModuleInit(): void {
+    if (!this.enabled) return;
+    this.router.useStoredOwners(this);
+    this.registry.beforeClose(() => this.drain());
+    this.states.onEnded((reqId) => {
+      if (!this.held.delete(reqId)) return;
+      this.tier.release(reqId).catch((err: unknown) =>
+        this.logger.warn(
+          { req_id: reqId, err: (err as Error).message },
+          'could not delete a handed-off embedding from the object store (its TTL will)',
+        ),
+      );
+    });
+  }
+
+  stats(): HandoffStats {
+    return {
+      enabled: this.enabled,
+      handed_off: this.counters.handedOff,
+      lost: this.counters.lost,
+      taken: this.counters.taken,
+      held: this.held.size,
+      ...(this.lastDrain ? { last_drain: this.lastDrain } : {}),
+    };
+  }
+
+  handedOff(reqId: string): boolean {
+    return this.handed.has(reqId);
+  }
+
+  take(reqId: string, _owner: Owner, deadline: number): Promise<void> {
+    if (this.states.get(reqId)) return Promise.resolve();
+    let taking = this.taking.get(reqId);
+    if (!taking) {
+      taking = this.takeOnce(reqId, deadline).finally(() => this.taking.delete(reqId));
+      this.taking.set(reqId, taking);
+    }
+    return taking;
+  }
+
+  private async takeOnce(reqId: string, deadline: number): Promise<void> {
+    const record = await this.registry.get(reqId);
+    const found = await this.tier.takeOver(reqId, deadline).catch((err: unknown) => {
+      throw err instanceof MMError
+        ? err
+        : Errors.storeUnavailable(`object store ${this.tier.stagedBucket}`, (err as Error).message, reqId);
+    });
+    if (!found || !record || isErrorMeta(record.metadata)) {
+      throw Errors.embeddingLost(reqId, `handed over, but not in object store ${this.tier.stagedBucket}`);
+    }
+    if (this.states.get(reqId)) return; // taken meanwhile by a call that did not wait for us
+    const acked = found.acked.map(parseEndpoint).filter((e): e is Endpoint => e !== undefined);
+    this.states.adopt(
+      reqId,
+      found.modality as Modality,
+      found.partIdx,
+      found.numParts,
+      {
+        data: found.data,
+        tokens: found.tokens,
+        dim: found.dim,
+        dtype: found.dtype,
+        bytes: found.bytes,
+        grid: found.grid,
+      },
+      found.receiveCount,
+      acked,
+    );
+    this.held.add(reqId);
+    this.counters.taken++;
+    // Calls for it now come here; a waiter learns nothing new (the metadata is the same).
+    await this.registry
+      .publish(reqId, record.metadata, record.partIdx, this.registry.self, deadline)
+      .catch((err: unknown) =>
+        this.logger.warn(
+          { req_id: reqId, err: (err as Error).message },
+          'took over a handed-off embedding, but could not record this instance as its owner',
+        ),
+      );
+    this.logger.log({ req_id: reqId, bytes: found.bytes }, 'took over a handed-off embedding');
+  }
+
+  async drop(reqId: string): Promise<void> {
+    await this.tier.release(reqId).catch((err: unknown) =>
+      this.logger.warn(
+        { req_id: reqId, err: (err as Error).message },
+        'could not delete a handed-off embedding from the object store (its TTL will)',
+      ),
+    );
+  }
+
+  /** The drain, once: see the class. Called before the metadata registry closes. */
+  drain(): Promise<void> {
+    this.draining ??= this.drainOnce();
+    return this.draining;
+  }
+
+  private async drainOnce(): Promise<void> {
+    const started = this.clock.now();
+    const until = started + this.config.shutdown.drainMs;
+    // Sends and encodes still running end first (half the budget at most): their acks count.
+    await this.quiet(started + this.config.shutdown.drainMs / 2);
+    const todo = this.states
+      .list()
+      .filter((s) => s.embedding && !s.complete && !s.releaseRequested);
+    let written = 0;
+    const queue = [...todo];
+    const worker = async () => {
+      for (let s = queue.shift(); s; s = queue.shift()) {
+        if (this.clock.now() >= until) return;
+        if (await this.handOne(s, until)) written++;
+      }
+    };
+    await Promise.all(Array.from({ length: DRAIN_CONCURRENCY }, worker));
+    const lost = todo.length - written;
+    this.counters.lost += lost;
+    // Cached embeddings still queued for the store get what is left of the budget.
+    await withTimeout(this.tier.flushed(), Math.max(0, until - this.clock.now()), () =>
+      new Error('timed out'),
+    ).catch(() => undefined);
+    const ms = this.clock.now() - started;
+    this.lastDrain = { ms, written, lost };
+    if (todo.length > 0 || lost > 0) {
+      this.logger[lost > 0 ? 'warn' : 'log'](
+        { written, lost, ms, bucket: this.tier.stagedBucket },
+        lost > 0
+          ? `handed ${written} staged embedding(s) to the cluster; ${lost} could not be written within EPD_DRAIN_MS and are lost`
+          : `handed ${written} staged embedding(s) to the cluster`,
+      );
+    }
+  }
+
+  private async quiet(until: number): Promise<void> {
+    while (this.states.list().some((s) => s.busy) && this.clock.now() < until) {
+      await new Promise((r) => setTimeout(r, BUSY_POLL_MS));
+    }
+  }
+
+  /** Writes one staged embedding, points its owner record at the store, and lets it go here. */
+  private async handOne(state: ReqState, until: number): Promise<boolean> {
+    const emb = state.embedding;
+    if (!emb) return false;
+    try {
+      const record = await this.registry.get(state.reqId);
+      if (!record || isErrorMeta(record.metadata)) return false;
+      const acked = [...state.destinations.values()]
+        .filter((d) => d.status === 'acked')
+        .map((d) => d.key);
+      await withTimeout(
+        this.tier.handOff({
+          reqId: state.reqId,
+          modality: state.modality,
+          partIdx: state.partIdx,
+          numParts: state.numParts,
+          receiveCount: state.receiveCount,
+          acked,
+          data: emb.data,
+          tokens: emb.tokens,
+          dim: emb.dim,
+          dtype: emb.dtype,
+          grid: emb.grid,
+          bytes: emb.bytes,
+        }),
+        Math.max(1, until - this.clock.now()),
+        () => new Error('EPD_DRAIN_MS reached'),
+      );
+      const owner: Owner = { instance: `store:${this.tier.stagedBucket}`, store: this.tier.stagedBucket };
+      await this.registry.publish(state.reqId, record.metadata, record.partIdx, owner, until);
+      this.handed.add(state.reqId);
+      this.held.delete(state.reqId); // its object now belongs to whoever takes it over
+      this.states.handOff(state);
+      this.counters.handedOff++;
+      return true;
+    } catch (err) {
+      this.logger.warn(
+        { req_id: state.reqId, err: (err as Error).message },
+        'could not hand a staged embedding to the cluster: it is lost with this process',
+      );
+      return false;
+    }
+  }
+}

@@ -1,0 +1,19 @@
+import { Module } from '@nestjs/common';
+import { CacheModule } from '../cache/cache.module';
+import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
+import { RequestsModule } from '../requests/requests.module';
+import { RoutingModule } from '../routing/routing.module';
+import { EmbeddingHandoff } from './embedding-handoff.service';
+import { HandoffController } from './handoff.controller';
+
+/**
+ * Staged embeddings handed to the cluster at shutdown through the object store tier, and
+ * taken over by whichever instance a later call for them reaches.
+ */
+@Module({
+  imports: [CacheModule, MetaRegistryModule, RequestsModule, RoutingModule],
+  controllers: [HandoffController],
+  providers: [EmbeddingHandoff],
+  exports: [EmbeddingHandoff],
+})
+export class HandoffModule {}

@@ -1,0 +1,226 @@
+import { createHash } from 'node:crypto';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Objm, type ObjectStore } from '@nats-io/obj';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { CacheStats } from '../src/cache/embedding-cache';
+import type { ObjectTierStats } from '../src/cache/object-tier';
+import type { HandoffStats } from '../src/handoff/embedding-handoff.service';
+import { ReferenceReceiver } from '../src/transfer/reference-receiver';
+import { sharedNatsUrl, uniquePrefix } from './support/app';
+import { encodeBody, waitFor, type Reply } from './support/calls';
+import { freshBucket } from './support/kv-registry';
+import { dataUri, image } from './support/media';
+import { startServiceProcess, type ServiceProcess } from './support/service-process';
+
+const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+interface Instance {
+  id: string;
+  svc: ServiceProcess;
+}
+
+type CacheView = CacheStats & { object_store?: ObjectTierStats };
+
+/**
+ * The object store tier (EPD_CACHE_STORE=jetstream) with a shared metadata bucket:
+ * cached embeddings that outlive every instance, and staged ones handed to the cluster by
+ * an instance that stops, served by another one.
+ */
+describe('object store tier: embeddings that outlive their process (e2e, jetstream)', () => {
+  const prefix = uniquePrefix();
+  const kvBucket = freshBucket('os');
+  const objBucket = freshBucket('obj');
+  const started: Instance[] = [];
+  let nc: NatsConnection;
+  let rx: ReferenceReceiver;
+  const frames = new Map<string, Buffer>();
+  let seq = 0;
+  const id = (tag: string) => `${tag}-${++seq}`;
+
+  const start = async (tag: string, env: Record<string, string> = {}): Promise<Instance> => {
+    const instanceId = `${tag}${process.pid}`;
+    const svc = await startServiceProcess({
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_SUBJECT_PREFIX: prefix,
+      EPD_REGISTRY_STORE: 'jetstream',
+      EPD_KV_BUCKET: kvBucket,
+      EPD_INSTANCE_ID: instanceId,
+      EPD_INSTANCE_HEARTBEAT_MS: '500',
+      EPD_CACHE_MAX_BYTES: String(64 * 1024 * 1024),
+      EPD_CACHE_STORE: 'jetstream',
+      EPD_OBJ_BUCKET: objBucket,
+      EPD_OBJ_MAX_BYTES: String(1024 * 1024 * 1024),
+      EPD_SEND_TIMEOUT_MS: '120000',
+      ...env,
+    });
+    const inst = { id: instanceId, svc };
+    started.push(inst);
+    return inst;
+  };
+  const call = async (subject: string, data: unknown): Promise<Reply> =>
+    (await nc.request(subject, JSON.stringify(data), { timeout: 30_000 })).json<Reply>();
+  const encodeOn = (inst: Instance, reqId: string, items: string[]) =>
+    call(`${prefix}.v1.inst.${inst.id}.encode`, encodeBody(reqId, items));
+  const get = async <T>(inst: Instance, path: string) =>
+    (await (await fetch(`${inst.svc.url}${path}`)).json()) as T;
+  const forwards = async (inst: Instance) =>
+    (await get<{ batches: number }>(inst, '/admin/encoder')).batches;
+  const cacheView = (inst: Instance) => get<CacheView>(inst, '/admin/cache');
+  const png = async (seed: number, side = 448) =>
+    dataUri(
+      await image(side, side, 'png', { r: seed % 256, g: (seed * 7) % 256, b: 42 }),
+      'image/png',
+    );
+  /** Messages in a bucket's stream: objects' chunks and metadata (deleted ones purged). */
+  const streamMessages = async (bucket: string) =>
+    (await (await jetstreamManager(nc)).streams.info(`OBJ_${bucket}`)).state.messages;
+  const writesSettled = async (inst: Instance, atLeast: number) =>
+    waitFor(
+      async () => {
+        const os = (await cacheView(inst)).object_store!;
+        return os.queued === 0 && os.writes.ok >= atLeast;
+      },
+      10_000,
+      50,
+      () => `cached embeddings not written to the object store`,
+    );
+  const stop = async (inst: Instance) => {
+    await inst.svc.stop();
+    started.splice(started.indexOf(inst), 1);
+  };
+
+  beforeAll(async () => {
+    nc = await connect({ servers: sharedNatsUrl() });
+    rx = await ReferenceReceiver.start({
+      onFrame: ({ header, data }) => void frames.set(header.req_id, Buffer.from(data)),
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(started.map((i) => i.svc.stop()));
+    await rx.close();
+    const jsm = await jetstreamManager(nc);
+    for (const b of [objBucket, `${objBucket}_staged`])
+      await jsm.streams.delete(`OBJ_${b}`).catch(() => undefined);
+    await nc.close();
+  });
+
+  it('encode on A, SIGTERM A, send on B: the receiver gets the bytes A would have sent; the store then drains to zero', async () => {
+    const a = await start('osa');
+    const b = await start('osb');
+    const item = await png(1);
+    // The bytes A sends for this image (a first request, sent and released on A).
+    const ref = id('ref');
+    expect((await encodeOn(a, ref, [item])).err).toBeUndefined();
+    const sent = await call(`${prefix}.v1.inst.${a.id}.send`, {
+      req_id: ref,
+      prefill_host: '127.0.0.1',
+      embedding_port: rx.port,
+      receive_count: 1,
+    });
+    expect(sent.err).toBeUndefined();
+    const expected = sha(frames.get(ref)!);
+
+    // Staged on A, never sent: A stops and hands it (and one with an ack already) over.
+    const reqId = id('handoff');
+    const enc = await encodeOn(a, reqId, [item]);
+    expect(enc.err).toBeUndefined();
+    const half = id('half');
+    expect((await encodeOn(a, half, [item])).err).toBeUndefined();
+    await call(`${prefix}.v1.inst.${a.id}.send`, {
+      req_id: half,
+      prefill_host: '127.0.0.1',
+      embedding_port: rx.port,
+      receive_count: 2,
+    });
+    await stop(a);
+
+    const status = await call(`${prefix}.v1.send_status`, { req_id: half });
+    expect(status.err).toBeUndefined();
+    expect(status.response).toMatchObject({ receive_count: 2, acked: 1 });
+    const meta = await call(`${prefix}.v1.wait_metadata`, { req_id: reqId, timeout_ms: 5000 });
+    expect(meta.err).toBeUndefined();
+    const done = await call(`${prefix}.v1.send`, {
+      req_id: reqId,
+      prefill_host: '127.0.0.1',
+      embedding_port: rx.port,
+      receive_count: 1,
+    });
+    expect(done.err).toBeUndefined();
+    expect(sha(frames.get(reqId)!)).toBe(expected);
+    const handoff = await get<HandoffStats>(b, '/admin/handoff');
+    expect(handoff.taken).toBe(2);
+
+    // `half` is released on B (taken over there); its object and reqId's are deleted.
+    expect((await call(`${prefix}.v1.release`, { req_id: half })).err).toBeUndefined();
+    await waitFor(
+      async () => (await streamMessages(`${objBucket}_staged`)) === 0,
+      10_000,
+      50,
+      async () => `staged bucket still holds ${await streamMessages(`${objBucket}_staged`)} messages`,
+    );
+    await stop(b);
+  }, 120_000);
+
+  it('a handed-off embedding nobody took is deleted by its release', async () => {
+    const a = await start('osc');
+    const b = await start('osd');
+    const reqId = id('drop');
+    expect((await encodeOn(a, reqId, [await png(2)])).err).toBeUndefined();
+    await stop(a);
+    expect(await streamMessages(`${objBucket}_staged`)).toBeGreaterThan(0);
+    const released = await call(`${prefix}.v1.release`, { req_id: reqId });
+    expect(released.err).toBeUndefined();
+    expect(await streamMessages(`${objBucket}_staged`)).toBe(0);
+    const send = await call(`${prefix}.v1.send`, {
+      req_id: reqId,
+      prefill_host: '127.0.0.1',
+      embedding_port: rx.port,
+      timeout_ms: 1000,
+    });
+    expect(send.err).toBeDefined();
+    await stop(b);
+  }, 120_000);
+
+  it('a cold image in the store is not encoded again after every instance restarted; a corrupt object is a counted miss', async () => {
+    const a = await start('ose');
+    const item = await png(3);
+    const first = id('cold');
+    expect((await encodeOn(a, first, [item])).err).toBeUndefined();
+    await writesSettled(a, 1);
+    await stop(a);
+
+    const c = await start('osf');
+    const before = await forwards(c);
+    const again = id('warm');
+    const reply = await encodeOn(c, again, [item]);
+    expect(reply.err).toBeUndefined();
+    expect(await forwards(c)).toBe(before);
+    const view = await cacheView(c);
+    expect(view.store_hits).toBe(1);
+    expect(view.object_store!.reads.hit).toBe(1);
+
+    // Every object in the cache bucket gets other bytes under the same metadata: a reader
+    // that trusted the store would now serve a wrong embedding.
+    const os: ObjectStore = await new Objm(jetstream(nc)).open(objBucket);
+    const objects = await os.list();
+    expect(objects.length).toBeGreaterThan(0);
+    for (const o of objects) {
+      const bytes = (await os.getBlob(o.name))!;
+      bytes[0] ^= 0xff;
+      await os.putBlob({ name: o.name, metadata: o.metadata }, bytes);
+    }
+    await fetch(`${c.svc.url}/admin/cache`, { method: 'DELETE' });
+    const third = id('corrupt');
+    const res = await encodeOn(c, third, [item]);
+    expect(res.err).toBeUndefined();
+    expect(await forwards(c)).toBe(before + 1);
+    const after = await cacheView(c);
+    // Counted at each read: the retry after a cache claim whose owner is gone reads it again.
+    expect(after.object_store!.reads.corrupt).toBeGreaterThanOrEqual(1);
+    expect(after.object_store!.reads.hit).toBe(1);
+    // The encode wrote the image again: the next reader after a restart gets it intact.
+    await writesSettled(c, 1);
+    await stop(c);
+  }, 120_000);
+});
