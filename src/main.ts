@@ -80,13 +80,14 @@ async function main(): Promise<void> {
   }
 
   // So is a shared metadata bucket, or an object store bucket, whose settings conflict with ours.
-  Promise.all([app.get(MetaStore).ready(), objectTierOf(app)?.ready()])
-    .catch(async (err: unknown) => {
+  Promise.all([app.get(MetaStore).ready(), objectTierOf(app)?.ready()]).catch(
+    async (err: unknown) => {
       if (!(err instanceof StoreConfigError)) return;
       process.stderr.write(`epd-encoder: ${err.message}\n`);
       await app.close().catch(() => undefined);
       process.exit(78); // EX_CONFIG
-    });
+    },
+  );
 
   const { httpUrl: base, natsReady } = await startApp(app);
   if (role === 'worker') {

@@ -151,9 +151,7 @@ export class ObjectTier implements OnApplicationBootstrap {
   ) {
     // A DP worker's supervisor owns the NATS side; the tier is one process's (EPD_DP_SIZE 1).
     this.enabled = config.cache.store === 'jetstream' && role.single;
-    this.readyPromise = new Promise<void>(
-      (resolve, reject) => (this.settle = { resolve, reject }),
-    );
+    this.readyPromise = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
     this.readyPromise.catch(() => undefined);
     if (config.cache.store === 'jetstream' && !role.single) {
       this.logger.warn(
@@ -213,7 +211,13 @@ export class ObjectTier implements OnApplicationBootstrap {
       const nc = await this.nats.connection();
       const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
       const { objMaxBytes, objMaxAgeS, objReplicas } = this.config.cache;
-      const cache = await this.bucketOf(nc, jsm, this.bucket, objMaxAgeS * 1000, 'EPD_OBJ_MAX_AGE_S');
+      const cache = await this.bucketOf(
+        nc,
+        jsm,
+        this.bucket,
+        objMaxAgeS * 1000,
+        'EPD_OBJ_MAX_AGE_S',
+      );
       const staged = await this.bucketOf(
         nc,
         jsm,
@@ -399,7 +403,9 @@ export class ObjectTier implements OnApplicationBootstrap {
         modality: staged.modality,
         part_idx: String(staged.partIdx),
         num_parts: String(staged.numParts),
-        ...(staged.receiveCount !== undefined ? { receive_count: String(staged.receiveCount) } : {}),
+        ...(staged.receiveCount !== undefined
+          ? { receive_count: String(staged.receiveCount) }
+          : {}),
         acked: JSON.stringify(staged.acked),
       });
       this.counters.staged.written++;
@@ -488,4 +494,3 @@ export class ObjectTier implements OnApplicationBootstrap {
     };
   }
 }
-

@@ -132,7 +132,10 @@ export const configSchema = z.object({
     store: z.enum(['memory', 'jetstream']),
     objBucket: z
       .string()
-      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, `_` and `-` only (a JetStream bucket name)'),
+      .regex(
+        /^[A-Za-z0-9_-]{1,64}$/,
+        'letters, digits, `_` and `-` only (a JetStream bucket name)',
+      ),
     objMaxBytes: positiveInt,
     objMaxAgeS: z.coerce.number().int().min(0),
     objReplicas: z.coerce.number().int().min(1).max(5),

@@ -44,13 +44,18 @@ export interface HandoffStats {
 export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
   private readonly logger = new Logger('Handoff');
   readonly enabled: boolean;
-  /** req_ids this stopping process handed over: calls for them are answered elsewhere. */
-  private readonly handed = new Set<string>();
+  /**
+   * req_ids this stopping process hands over (true once it has): calls for them wait, then
+   * are answered elsewhere.
+   */
+  private readonly handed = new Map<string, Promise<boolean>>();
   /** req_ids taken over from the store and held here: their objects go when they end. */
   private readonly held = new Set<string>();
   /** Takeovers in progress: one read per req_id, whatever number of calls ask. */
   private readonly taking = new Map<string, Promise<void>>();
   private draining?: Promise<void>;
+  /** Sends that were running on states handed off: the drain waits for them (afterSends). */
+  private readonly sends: Promise<void>[] = [];
   private readonly counters = { handedOff: 0, lost: 0, taken: 0 };
   private lastDrain?: HandoffStats['last_drain'];
 
@@ -71,12 +76,14 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     this.registry.beforeClose(() => this.drain());
     this.states.onEnded((reqId) => {
       if (!this.held.delete(reqId)) return;
-      this.tier.release(reqId).catch((err: unknown) =>
-        this.logger.warn(
-          { req_id: reqId, err: (err as Error).message },
-          'could not delete a handed-off embedding from the object store (its TTL will)',
-        ),
-      );
+      this.tier
+        .release(reqId)
+        .catch((err: unknown) =>
+          this.logger.warn(
+            { req_id: reqId, err: (err as Error).message },
+            'could not delete a handed-off embedding from the object store (its TTL will)',
+          ),
+        );
     });
   }
 
@@ -91,8 +98,8 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     };
   }
 
-  handedOff(reqId: string): boolean {
-    return this.handed.has(reqId);
+  handingOff(reqId: string): Promise<boolean> | undefined {
+    return this.handed.get(reqId);
   }
 
   take(reqId: string, _owner: Owner, deadline: number): Promise<void> {
@@ -110,10 +117,17 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const found = await this.tier.takeOver(reqId, deadline).catch((err: unknown) => {
       throw err instanceof MMError
         ? err
-        : Errors.storeUnavailable(`object store ${this.tier.stagedBucket}`, (err as Error).message, reqId);
+        : Errors.storeUnavailable(
+            `object store ${this.tier.stagedBucket}`,
+            (err as Error).message,
+            reqId,
+          );
     });
     if (!found || !record || isErrorMeta(record.metadata)) {
-      throw Errors.embeddingLost(reqId, `handed over, but not in object store ${this.tier.stagedBucket}`);
+      throw Errors.embeddingLost(
+        reqId,
+        `handed over, but not in object store ${this.tier.stagedBucket}`,
+      );
     }
     if (this.states.get(reqId)) return; // taken meanwhile by a call that did not wait for us
     const acked = found.acked.map(parseEndpoint).filter((e): e is Endpoint => e !== undefined);
@@ -148,12 +162,14 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
   }
 
   async drop(reqId: string): Promise<void> {
-    await this.tier.release(reqId).catch((err: unknown) =>
-      this.logger.warn(
-        { req_id: reqId, err: (err as Error).message },
-        'could not delete a handed-off embedding from the object store (its TTL will)',
-      ),
-    );
+    await this.tier
+      .release(reqId)
+      .catch((err: unknown) =>
+        this.logger.warn(
+          { req_id: reqId, err: (err as Error).message },
+          'could not delete a handed-off embedding from the object store (its TTL will)',
+        ),
+      );
   }
 
   /** The drain, once: see the class. Called before the metadata registry closes. */
@@ -167,23 +183,34 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const until = started + this.config.shutdown.drainMs;
     // Sends and encodes still running end first (half the budget at most): their acks count.
     await this.quiet(started + this.config.shutdown.drainMs / 2);
-    const todo = this.states
-      .list()
-      .filter((s) => s.embedding && !s.complete && !s.releaseRequested);
+    const todo = this.states.list().filter((s) => this.wanted(s));
     let written = 0;
+    let lost = 0;
     const queue = [...todo];
     const worker = async () => {
       for (let s = queue.shift(); s; s = queue.shift()) {
-        if (this.clock.now() >= until) return;
-        if (await this.handOne(s, until)) written++;
+        if (this.clock.now() >= until) {
+          lost++;
+          continue;
+        }
+        const one = this.handOne(s, until);
+        this.handed.set(
+          s.reqId,
+          one.then((outcome) => outcome === 'written'),
+        );
+        const outcome = await one;
+        if (outcome === 'written') written++;
+        else if (outcome === 'lost') lost++;
       }
     };
     await Promise.all(Array.from({ length: DRAIN_CONCURRENCY }, worker));
-    const lost = todo.length - written;
+    await Promise.all(this.sends);
     this.counters.lost += lost;
     // Cached embeddings still queued for the store get what is left of the budget.
-    await withTimeout(this.tier.flushed(), Math.max(0, until - this.clock.now()), () =>
-      new Error('timed out'),
+    await withTimeout(
+      this.tier.flushed(),
+      Math.max(0, until - this.clock.now()),
+      () => new Error('timed out'),
     ).catch(() => undefined);
     const ms = this.clock.now() - started;
     this.lastDrain = { ms, written, lost };
@@ -203,47 +230,90 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     }
   }
 
-  /** Writes one staged embedding, points its owner record at the store, and lets it go here. */
-  private async handOne(state: ReqState, until: number): Promise<boolean> {
-    const emb = state.embedding;
-    if (!emb) return false;
+  /** Staged, not released, and not yet delivered to every receiver it expects. */
+  private wanted(s: ReqState): boolean {
+    return s.embedding !== undefined && !s.complete && !s.releaseRequested;
+  }
+
+  /**
+   * Writes one staged embedding, points its owner record at the store, and lets it go here.
+   * Calls for it that arrive meanwhile wait (handingOff). A send that began before (its
+   * call already past the routing) ends first and the object is written again with its
+   * ack; one that slips in after the check runs on, from memory, and if it completes the
+   * delivery, the object nobody will take is deleted (afterSends).
+   */
+  private async handOne(state: ReqState, until: number): Promise<'written' | 'done' | 'lost'> {
+    const reqId = state.reqId;
     try {
-      const record = await this.registry.get(state.reqId);
-      if (!record || isErrorMeta(record.metadata)) return false;
-      const acked = [...state.destinations.values()]
-        .filter((d) => d.status === 'acked')
-        .map((d) => d.key);
-      await withTimeout(
-        this.tier.handOff({
-          reqId: state.reqId,
-          modality: state.modality,
-          partIdx: state.partIdx,
-          numParts: state.numParts,
-          receiveCount: state.receiveCount,
-          acked,
-          data: emb.data,
-          tokens: emb.tokens,
-          dim: emb.dim,
-          dtype: emb.dtype,
-          grid: emb.grid,
-          bytes: emb.bytes,
-        }),
-        Math.max(1, until - this.clock.now()),
-        () => new Error('EPD_DRAIN_MS reached'),
-      );
-      const owner: Owner = { instance: `store:${this.tier.stagedBucket}`, store: this.tier.stagedBucket };
-      await this.registry.publish(state.reqId, record.metadata, record.partIdx, owner, until);
-      this.handed.add(state.reqId);
-      this.held.delete(state.reqId); // its object now belongs to whoever takes it over
-      this.states.handOff(state);
-      this.counters.handedOff++;
-      return true;
+      for (;;) {
+        while (state.busy && this.clock.now() < until) {
+          await new Promise((r) => setTimeout(r, BUSY_POLL_MS));
+        }
+        const emb = state.embedding;
+        if (!emb || !this.wanted(state)) return 'done';
+        if (state.busy) return 'lost'; // a send still running at EPD_DRAIN_MS
+        const record = await this.registry.get(reqId);
+        if (!record || isErrorMeta(record.metadata)) return 'lost';
+        const acked = this.ackedOf(state);
+        await withTimeout(
+          this.tier.handOff({
+            reqId,
+            modality: state.modality,
+            partIdx: state.partIdx,
+            numParts: state.numParts,
+            receiveCount: state.receiveCount,
+            acked,
+            data: emb.data,
+            tokens: emb.tokens,
+            dim: emb.dim,
+            dtype: emb.dtype,
+            grid: emb.grid,
+            bytes: emb.bytes,
+          }),
+          Math.max(1, until - this.clock.now()),
+          () => new Error('EPD_DRAIN_MS reached'),
+        );
+        if (!this.wanted(state)) {
+          await this.drop(reqId); // delivered or released while it was written
+          return 'done';
+        }
+        if (state.busy || this.ackedOf(state).length !== acked.length) continue;
+        const owner: Owner = {
+          instance: `store:${this.tier.stagedBucket}`,
+          store: this.tier.stagedBucket,
+        };
+        await this.registry.publish(reqId, record.metadata, record.partIdx, owner, until);
+        if (state.phase === 'released') {
+          // Delivered in full while the record was written: nobody is to take it over.
+          await this.registry.discard(reqId).catch(() => undefined);
+          await this.drop(reqId);
+          return 'done';
+        }
+        this.held.delete(reqId); // its object now belongs to whoever takes it over
+        const sending = state.busy;
+        this.states.handOff(state);
+        if (sending) this.sends.push(this.afterSends(state, until));
+        this.counters.handedOff++;
+        return 'written';
+      }
     } catch (err) {
       this.logger.warn(
-        { req_id: state.reqId, err: (err as Error).message },
+        { req_id: reqId, err: (err as Error).message },
         'could not hand a staged embedding to the cluster: it is lost with this process',
       );
-      return false;
+      return 'lost';
     }
+  }
+
+  private ackedOf(state: ReqState): string[] {
+    return [...state.destinations.values()].filter((d) => d.status === 'acked').map((d) => d.key);
+  }
+
+  /** A send still running on a handed-off state: if it completes the delivery, its object goes. */
+  private async afterSends(state: ReqState, until: number): Promise<void> {
+    while (state.busy && this.clock.now() < until) {
+      await new Promise((r) => setTimeout(r, BUSY_POLL_MS));
+    }
+    if (state.complete) await this.drop(state.reqId);
   }
 }

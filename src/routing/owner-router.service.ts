@@ -33,8 +33,11 @@ export interface StoredOwners {
   take(reqId: string, owner: Owner, deadline: number): Promise<void>;
   /** A release of a handed-off embedding nobody took: it leaves the store. */
   drop(reqId: string): Promise<void>;
-  /** Whether this (stopping) process handed `reqId` to the cluster: it answers no more calls for it. */
-  handedOff(reqId: string): boolean;
+  /**
+   * While this (stopping) process hands `reqId` to the cluster: settles true once it has
+   * (calls for it are then answered elsewhere), false if it could not (answered here).
+   */
+  handingOff(reqId: string): Promise<boolean> | undefined;
 }
 
 /** Errors of a forwarded call after which the owner record is read again: it may have moved. */
@@ -155,7 +158,8 @@ export class OwnerRouter {
       this.counters.ownerGone++;
       throw Errors.embeddingLost(reqId);
     }
-    if (this.stored?.handedOff(reqId) && !options.isLocal()) {
+    const moving = this.stored?.handingOff(reqId);
+    if (moving && (await moving)) {
       // Stopping, and handed to the cluster: the caller reads the owner record again.
       throw Errors.shuttingDown(reqId);
     }
