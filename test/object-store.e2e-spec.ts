@@ -320,7 +320,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     const progress = async (more: number) => {
       const target = completed + more;
       await waitFor(
-        async () => completed >= target,
+        () => completed >= target,
         60_000,
         20,
         () => `only ${completed} flows`,
