@@ -369,4 +369,47 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     await stop(a);
     await stop(b);
   }, 240_000);
+
+  it('a full write queue drops and counts writes; the encode is not held by them', async () => {
+    const q = await start('osq', { EPD_OBJ_WRITE_QUEUE: '1' });
+    const items = await Promise.all([30, 31, 32, 33, 34, 35].map((n) => png(n, 112)));
+    const reqId = id('queue');
+    // Six units land at once: one is being written, one waits, four do not fit.
+    expect((await encodeOn(q, reqId, items)).err).toBeUndefined();
+    await writesSettled(q, 2);
+    const view = (await cacheView(q)).object_store!;
+    expect(view.writes).toEqual({ ok: 2, failed: 0, dropped: 4 });
+    expect(view.queued).toBe(0);
+    expect((await call(`${prefix}.v1.release`, { req_id: reqId })).err).toBeUndefined();
+    await stop(q);
+  }, 60_000);
+
+  it('refuses to start, naming the settings, when the bucket exists with others', async () => {
+    // The bucket as the instances above made it (opened as it is if they did).
+    await new Objm(jetstream(nc)).create(objBucket, {
+      max_bytes: 1024 * 1024 * 1024,
+      ttl: 86_400 * 1e9,
+      replicas: 1,
+    });
+    const other = await startServiceProcess(
+      {
+        EPD_NATS_URL: sharedNatsUrl(),
+        EPD_SUBJECT_PREFIX: prefix,
+        EPD_CACHE_MAX_BYTES: String(1024 * 1024),
+        EPD_CACHE_STORE: 'jetstream',
+        EPD_OBJ_BUCKET: objBucket,
+        EPD_OBJ_MAX_BYTES: String(512 * 1024 * 1024),
+      },
+      '/health',
+    ).catch((err: Error) => err);
+    // It may exit before or after /health answers: either way the exit is 78, with the reason.
+    if (!(other instanceof Error)) {
+      await waitFor(() => other.proc.exitCode !== null, 15_000, 50);
+      expect(other.proc.exitCode).toBe(78);
+      expect(other.output()).toMatch(/bucket .* exists with other settings \(maxBytes/);
+      expect(other.output()).toContain('EPD_OBJ_MAX_BYTES');
+    } else {
+      expect(other.message).toMatch(/exited \(78\)[\s\S]*EPD_OBJ_MAX_BYTES/);
+    }
+  }, 60_000);
 });

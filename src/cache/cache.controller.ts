@@ -3,7 +3,7 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import type { CacheStats } from './embedding-cache';
 import { EncodeCache, type ClusterView } from './encode-cache.service';
-import type { ObjectTierStats } from './object-tier';
+import { ObjectTier, type ObjectTierStats } from './object-tier';
 
 /** The embedding cache: entries, bytes, hit ratio, the most used keys; and a purge. */
 @ApiTags('admin')
@@ -11,11 +11,14 @@ import type { ObjectTierStats } from './object-tier';
 @UseGuards(AdminTokenGuard)
 @Controller('admin/cache')
 export class CacheController {
-  constructor(private readonly cache: EncodeCache) {}
+  constructor(
+    private readonly cache: EncodeCache,
+    private readonly tier: ObjectTier,
+  ) {}
 
   @Get()
   view(): CacheStats & { single_flight: ClusterView; object_store?: ObjectTierStats } {
-    const tier = this.cache.tierView();
+    const tier = this.tier.enabled ? this.tier.stats() : undefined;
     return {
       ...this.cache.store.view(),
       single_flight: this.cache.clusterView(),

@@ -19,7 +19,7 @@ import { CachePeer, PeerUnusable } from './cache-peer';
 import { CacheClaims, type ClaimRecord } from './claims';
 import { EmbeddingCache, type CacheEntry, type Flight } from './embedding-cache';
 import { KvClaims } from './kv-claims';
-import { ObjectTier, type ObjectTierStats } from './object-tier';
+import type { ObjectTier } from './object-tier';
 import { ParentClaims } from './parent-claims';
 
 /** What the cache says about one unit of a request. */
@@ -90,7 +90,6 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly nats: NatsConnectionService,
     link: ParentLink,
     role: ProcessRole,
-    readonly tier: ObjectTier,
   ) {
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
     this.at = cacheFetchSubject(
@@ -117,11 +116,6 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
 
   get enabled(): boolean {
     return this.store.enabled;
-  }
-
-  /** The object store tier, for GET /admin/cache (undefined when it is off). */
-  tierView(): ObjectTierStats | undefined {
-    return this.tier.enabled ? this.tier.stats() : undefined;
   }
 
   /** Single flight across processes, for GET /admin/cache. */
@@ -229,17 +223,22 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
 
   /**
    * A hit, a join, or ours to encode. The in-process part is synchronous (two units of one
-   * request with the same key: the second joins the first); then the object store tier,
+   * request with the same key: the second joins the first); then the object store `tier`,
    * whose hit lands the flight for its joiners here; then the cluster claim, so that a key
    * the store does not have is still encoded once across processes.
    */
-  async acquire(key: string, deadline: number, reqId: string): Promise<Acquired> {
+  async acquire(
+    key: string,
+    deadline: number,
+    reqId: string,
+    tier?: Pick<ObjectTier, 'read'>,
+  ): Promise<Acquired> {
     const hit = this.store.get(key);
     if (hit) return { hit };
     const { flight, mine } = this.store.claim(key);
     if (!mine) return { join: flight, remote: false };
-    if (this.tier.enabled) {
-      const stored = await this.tier.read(key, deadline);
+    if (tier) {
+      const stored = await tier.read(key, deadline);
       if (typeof stored !== 'string') {
         flight.plan(stored.tokens);
         this.store.land(key, flight, stored);
@@ -279,8 +278,6 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
    */
   land(key: string, flight: Flight, entry: CacheEntry | undefined, err?: unknown): void {
     const cached = this.store.land(key, flight, entry, err);
-    // Encoded here: into the object store too, off the hot path (a full queue drops it).
-    if (entry) this.tier.write(entry);
     const own = this.owned.get(key);
     if (!own) return;
     this.owned.delete(key);

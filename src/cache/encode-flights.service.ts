@@ -3,6 +3,7 @@ import { MMError } from '../common/errors/mm-error';
 import { tenantOf } from '../common/tenant';
 import type { CacheEntry, Flight } from './embedding-cache';
 import { EncodeCache } from './encode-cache.service';
+import { ObjectTier } from './object-tier';
 
 /** The fields of an encode request the cache reads (docs/contract.md §2). */
 export interface CacheableRequest {
@@ -99,6 +100,7 @@ export class Claim {
     private readonly units: Unit[],
     private readonly modality: string,
     private readonly cache: EncodeCache,
+    private readonly tier?: ObjectTier,
   ) {
     this.mine = units.filter((u) => !u.hit && !u.join);
     this.items = this.mine.flatMap((u) => u.items);
@@ -137,7 +139,11 @@ export class Claim {
       const data = this.mine.length === 1 ? out : out.slice(row, row + rows);
       const grid = this.modality === 'image' ? grids.slice(item, item + u.items.length) : grids;
       u.entry = { key: u.key, data, tokens: u.tokens!, dim, grid, bytes: data.byteLength, hits: 0 };
-      if (u.own) this.cache.land(u.key, u.own, u.entry);
+      if (u.own) {
+        this.cache.land(u.key, u.own, u.entry);
+        // Encoded here: into the object store too, off the hot path (a full queue drops it).
+        this.tier?.write(u.entry);
+      }
       row += rows;
       item += u.items.length;
     }
@@ -184,7 +190,15 @@ export interface Hinted {
 export class EncodeFlights {
   private readonly logger = new Logger('EncodeFlights');
 
-  constructor(private readonly cache: EncodeCache) {}
+  /** The object store tier behind the cache, when it is on (EPD_CACHE_STORE=jetstream). */
+  private readonly tier?: ObjectTier;
+
+  constructor(
+    private readonly cache: EncodeCache,
+    tier: ObjectTier,
+  ) {
+    if (tier.enabled && cache.enabled) this.tier = tier;
+  }
 
   get enabled(): boolean {
     return this.cache.enabled;
@@ -276,7 +290,7 @@ export class EncodeFlights {
     // All at once: each acquire takes its in-process claim before its first await.
     const claimed = await Promise.all(
       units.map(async (u): Promise<Unit> => {
-        const got = await this.cache.acquire(u.key, deadline, req.req_id);
+        const got = await this.cache.acquire(u.key, deadline, req.req_id, this.tier);
         if ('hit' in got) return { ...u, hit: got.hit, entry: got.hit, tokens: got.hit.tokens };
         if ('join' in got) return { ...u, join: got.join, remote: got.remote };
         return { ...u, own: got.own };
@@ -293,6 +307,6 @@ export class EncodeFlights {
     // Every cache outcome at debug; one that crosses processes at info.
     if (outcome.remote_joins > 0) this.logger.log(outcome, 'joined an encode of another process');
     else this.logger.debug(outcome, 'embedding cache');
-    return new Claim(claimed, req.modality, this.cache);
+    return new Claim(claimed, req.modality, this.cache, this.tier);
   }
 }

@@ -67,7 +67,7 @@ const bytesOf = (rows: Float32Array | Uint16Array) =>
 const DTYPE_BYTES: Record<StagingDtype, number> = { float32: 4, bfloat16: 2, float16: 2 };
 
 /** The object's metadata: every field needed to trust and read its bytes. */
-function describe(rows: StoredRows, extra: Record<string, string> = {}): Record<string, string> {
+export function objectMetadata(rows: StoredRows, extra: Record<string, string> = {}): Record<string, string> {
   return {
     layout: LAYOUT,
     tokens: String(rows.tokens),
@@ -83,7 +83,7 @@ function describe(rows: StoredRows, extra: Record<string, string> = {}): Record<
  * Rows from an object's bytes and metadata, or undefined when anything disagrees: layout,
  * dtype, sizes, or the checksum of the bytes themselves (a corrupt or foreign object).
  */
-function decode(
+export function rowsOfObject(
   bytes: Uint8Array,
   meta: Record<string, string> | undefined,
   dtype: StagingDtype,
@@ -300,7 +300,7 @@ export class ObjectTier implements OnApplicationBootstrap {
       );
       this.observer?.('get', (performance.now() - started) / 1000);
       if (!found) return this.missed('absent');
-      const rows = decode(found.bytes, found.meta, this.config.encoder.stagingDtype);
+      const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype);
       if (!rows) {
         this.logger.warn({ key, bucket: this.bucket }, 'corrupt object in the store: not served');
         return this.missed('corrupt');
@@ -383,7 +383,7 @@ export class ObjectTier implements OnApplicationBootstrap {
   ): Promise<void> {
     const started = performance.now();
     await withTimeout(
-      os.putBlob({ name, metadata: describe(rows, extra) }, bytesOf(rows.data), {
+      os.putBlob({ name, metadata: objectMetadata(rows, extra) }, bytesOf(rows.data), {
         timeout: WRITE_BOUND_MS,
       }),
       WRITE_BOUND_MS,
@@ -433,7 +433,7 @@ export class ObjectTier implements OnApplicationBootstrap {
     );
     this.observer?.('get', (performance.now() - started) / 1000);
     if (!found) return undefined;
-    const rows = decode(found.bytes, found.meta, this.config.encoder.stagingDtype);
+    const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype);
     const m = found.meta ?? {};
     if (!rows || m.kind !== 'staged') {
       this.counters.reads.corrupt++;

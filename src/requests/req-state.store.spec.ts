@@ -103,4 +103,41 @@ describe('ReqStateStore', () => {
     expect(store.sweep()).toEqual(['active']);
     expect(store.stats().states).toBe(0);
   });
+
+  it('adopts a handed-off embedding as staged, with its receive_count and acked destinations', () => {
+    const ended: string[] = [];
+    store.onEnded((reqId, why) => ended.push(`${reqId}:${why}`));
+    const s = store.adopt('h', 'image', 0, 1, embedding(400), 2, [{ host: '10.0.0.1', port: 9 }]);
+    expect(s.phase).toBe('staged');
+    expect(s.origin).toBe('object_store');
+    expect(s.busy).toBe(false);
+    expect(s.ackedCount).toBe(1);
+    expect(s.complete).toBe(false);
+    expect(store.stats().usedBytes).toBe(400);
+    // The remaining receiver completes it: the release frees the bytes, and the handoff hears.
+    expect(store.release('h', 'ack')).toBe('released');
+    expect(store.stats().usedBytes).toBe(0);
+    expect(ended).toEqual(['h:ack']);
+  });
+
+  it('refuses an adoption beyond the staging budget and leaves nothing behind', () => {
+    expect(() => store.adopt('big', 'image', 0, 1, embedding(2000), 1, [])).toThrow(
+      expect.objectContaining({ code: 507 }),
+    );
+    expect(store.stats()).toMatchObject({ states: 0, usedBytes: 0 });
+  });
+
+  it('hands a state off without a release: its bytes return, and the req_id is not remembered as released', () => {
+    const ended: string[] = [];
+    store.onEnded((reqId) => ended.push(reqId));
+    const s = store.begin('o', 'image', 0, 1);
+    store.reserve(s, 400);
+    store.stage(s, embedding(400));
+    store.finishEncode(s);
+    store.handOff(s);
+    expect(store.stats()).toMatchObject({ states: 0, usedBytes: 0, recentlyReleased: 0 });
+    expect(store.answersFor('o')).toBe(false);
+    expect(s.phase).toBe('released');
+    expect(ended).toEqual([]);
+  });
 });

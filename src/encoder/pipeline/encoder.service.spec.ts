@@ -28,6 +28,7 @@ import { ProcessRole } from '../../config/process-role';
 import { ParentLink } from '../../transport/parent-link';
 import { EncodeCache } from '../../cache/encode-cache.service';
 import { EncodeFlights } from '../../cache/encode-flights.service';
+import { ObjectTier } from '../../cache/object-tier';
 import { EmbeddingEncoder } from './embedding-encoder.service';
 import { EncoderService } from './encoder.service';
 
@@ -160,6 +161,7 @@ async function wire(
       EncodeAdmission,
       EncodeStages,
       EncodeCache,
+      ObjectTier,
       EncodeFlights,
       EmbeddingEncoder,
       EncoderService,
