@@ -67,7 +67,10 @@ const bytesOf = (rows: Float32Array | Uint16Array) =>
 const DTYPE_BYTES: Record<StagingDtype, number> = { float32: 4, bfloat16: 2, float16: 2 };
 
 /** The object's metadata: every field needed to trust and read its bytes. */
-export function objectMetadata(rows: StoredRows, extra: Record<string, string> = {}): Record<string, string> {
+export function objectMetadata(
+  rows: StoredRows,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     layout: LAYOUT,
     tokens: String(rows.tokens),
