@@ -30,6 +30,7 @@ lane_b() {
   bench dist-bench/bench/shared-metadata.bench.js
   bench dist-bench/bench/dp-workers.bench.js
   bench dist-bench/bench/embedding-cache.bench.js
+  bench dist-bench/bench/object-store.bench.js
   bench dist-bench/bench/overload.bench.js
 }
 # Faults on a NATS cluster: mostly waiting (a node down, a leader election), little CPU.

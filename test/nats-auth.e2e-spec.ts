@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { callAs, encodeBody } from './support/calls';
+import { callAs, encodeBody, waitFor } from './support/calls';
 import { dataUri, image } from './support/media';
 import { NatsServer } from './support/nats-server';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
@@ -110,6 +110,8 @@ describe('NATS TLS, authentication and per-role permissions (e2e)', () => {
       EPD_SUBJECT_PREFIX: 'epd',
       EPD_REGISTRY_STORE: 'jetstream',
       EPD_CACHE_MAX_BYTES: String(16 * 1024 * 1024),
+      // The object store tier on the sample's `$O.epd_embeddings.>` permissions.
+      EPD_CACHE_STORE: 'jetstream',
     });
   }, 60_000);
 
@@ -129,6 +131,18 @@ describe('NATS TLS, authentication and per-role permissions (e2e)', () => {
     const waited = await call(prefill, 'wait_metadata', { req_id: 'auth-1', timeout_ms: 5000 });
     expect(waited.response).toMatchObject({ req_id: 'auth-1', embedding_dim: 1024 });
     expect((await call(prefill, 'release', { req_id: 'auth-1' })).err).toBeUndefined();
+    // The encoded image reached the object store under the encoder's own permissions.
+    type Tier = { object_store: { writes: { ok: number; failed: number } } };
+    let tier: Tier | undefined;
+    await waitFor(
+      async () => {
+        tier = (await (await fetch(`${svc.url}/admin/cache`)).json()) as Tier;
+        return tier.object_store.writes.ok + tier.object_store.writes.failed >= 1;
+      },
+      10_000,
+      50,
+    );
+    expect(tier!.object_store.writes).toMatchObject({ ok: 1, failed: 0 });
     const admin = await as('admin', PASS.EPD_ADMIN_PASS);
     const started = await call(admin, 'start_profile', {});
     expect(started.response).toMatchObject({ ok: true });

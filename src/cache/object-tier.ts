@@ -1,35 +1,31 @@
-import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { Base64UrlPaddedCodec, Objm, StorageType, type ObjectStore } from '@nats-io/obj';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { Objm, StorageType } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { withTimeout } from '../common/timeout';
-import type { StagingDtype } from '../common/kernel';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { StoreConfigError } from '../meta-registry/meta-store';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import type { CacheEntry } from './embedding-cache';
+import { ObjectIo } from './object-io';
+import {
+  bytesOf,
+  chunkBytesFor,
+  objectMetadata,
+  rowsOfObject,
+  type StoredRows,
+} from './object-layout';
 
-/** Bumped when the object layout changes: objects of another version are misses. */
-const LAYOUT = '1';
+export type { StoredRows } from './object-layout';
+
 /** One read never holds an encode longer than this: past it, the store is a miss. */
 const READ_BOUND_MS = 2_000;
 /** One write (put, delete) waits at most this long for JetStream. */
 const WRITE_BOUND_MS = 10_000;
 const API_TIMEOUT_MS = 5_000;
-
-/** Rows with the fields that say how to read them, as stored. */
-export interface StoredRows {
-  data: Float32Array | Uint16Array;
-  tokens: number;
-  dim: number;
-  dtype: StagingDtype;
-  grid: number[][];
-  bytes: number;
-}
 
 /** A staged embedding handed to the cluster at shutdown: its rows and its delivery state. */
 export interface HandedOff extends StoredRows {
@@ -61,56 +57,6 @@ export interface ObjectTierStats {
 
 type Observer = (op: 'get' | 'put' | 'delete', seconds: number) => void;
 
-const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex');
-const bytesOf = (rows: Float32Array | Uint16Array) =>
-  new Uint8Array(rows.buffer, rows.byteOffset, rows.byteLength);
-const DTYPE_BYTES: Record<StagingDtype, number> = { float32: 4, bfloat16: 2, float16: 2 };
-
-/** The object's metadata: every field needed to trust and read its bytes. */
-export function objectMetadata(
-  rows: StoredRows,
-  extra: Record<string, string> = {},
-): Record<string, string> {
-  return {
-    layout: LAYOUT,
-    tokens: String(rows.tokens),
-    dim: String(rows.dim),
-    dtype: rows.dtype,
-    grid: JSON.stringify(rows.grid),
-    sha256: sha256(bytesOf(rows.data)),
-    ...extra,
-  };
-}
-
-/**
- * Rows from an object's bytes and metadata, or undefined when anything disagrees: layout,
- * dtype, sizes, or the checksum of the bytes themselves (a corrupt or foreign object).
- */
-export function rowsOfObject(
-  bytes: Uint8Array,
-  meta: Record<string, string> | undefined,
-  dtype: StagingDtype,
-): StoredRows | undefined {
-  if (!meta || meta.layout !== LAYOUT || meta.dtype !== dtype) return undefined;
-  const tokens = Number(meta.tokens);
-  const dim = Number(meta.dim);
-  if (!Number.isInteger(tokens) || !Number.isInteger(dim) || tokens <= 0 || dim <= 0) return;
-  if (bytes.byteLength !== tokens * dim * DTYPE_BYTES[dtype]) return undefined;
-  if (meta.sha256 !== sha256(bytes)) return undefined;
-  let grid: number[][];
-  try {
-    grid = JSON.parse(meta.grid ?? '') as number[][];
-  } catch {
-    return undefined;
-  }
-  if (!Array.isArray(grid)) return undefined;
-  // A copy of our own: aligned for the typed array, and not a view of the client's buffers.
-  const own = new ArrayBuffer(bytes.byteLength);
-  new Uint8Array(own).set(bytes);
-  const data = dtype === 'float32' ? new Float32Array(own) : new Uint16Array(own);
-  return { data, tokens, dim, dtype, grid, bytes: bytes.byteLength };
-}
-
 /**
  * The JetStream Object Store tier (EPD_CACHE_STORE=jetstream), on the NATS servers the
  * service already uses: two buckets, opened (created if missing, checked if not) at start.
@@ -128,9 +74,9 @@ export function rowsOfObject(
 export class ObjectTier implements OnApplicationBootstrap {
   private readonly logger = new Logger('ObjectTier');
   readonly enabled: boolean;
-  private opening?: Promise<{ cache: ObjectStore; staged: ObjectStore }>;
-  private buckets?: { cache: ObjectStore; staged: ObjectStore };
-  private jsm?: JetStreamManager;
+  private opening?: Promise<void>;
+  /** Set once both buckets are open. */
+  private io?: ObjectIo;
   private readonly readyPromise: Promise<void>;
   private settle!: { resolve(): void; reject(e: Error): void };
   private readonly queue: CacheEntry[] = [];
@@ -208,33 +154,30 @@ export class ObjectTier implements OnApplicationBootstrap {
     }
   }
 
-  private open(): Promise<{ cache: ObjectStore; staged: ObjectStore }> {
-    if (this.buckets) return Promise.resolve(this.buckets);
+  private open(): Promise<void> {
+    if (this.io) return Promise.resolve();
     this.opening ??= (async () => {
       const nc = await this.nats.connection();
       const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
       const { objMaxBytes, objMaxAgeS, objReplicas } = this.config.cache;
-      const cache = await this.bucketOf(
-        nc,
-        jsm,
-        this.bucket,
-        objMaxAgeS * 1000,
-        'EPD_OBJ_MAX_AGE_S',
-      );
-      const staged = await this.bucketOf(
+      await this.bucketOf(nc, jsm, this.bucket, objMaxAgeS * 1000, 'EPD_OBJ_MAX_AGE_S');
+      await this.bucketOf(
         nc,
         jsm,
         this.stagedBucket,
         this.config.timeouts.sendTimeoutMs,
         'EPD_SEND_TIMEOUT_MS',
       );
-      this.jsm = jsm;
-      this.buckets = { cache, staged };
+      this.io = new ObjectIo(
+        jetstream(nc, { timeout: API_TIMEOUT_MS }),
+        jsm,
+        chunkBytesFor(nc.info?.max_payload ?? 1024 * 1024),
+        WRITE_BOUND_MS,
+      );
       this.logger.log(
         { bucket: this.bucket, staged: this.stagedBucket, objMaxBytes, objMaxAgeS, objReplicas },
         'object store tier open',
       );
-      return this.buckets;
     })().finally(() => (this.opening = undefined));
     return this.opening;
   }
@@ -246,7 +189,7 @@ export class ObjectTier implements OnApplicationBootstrap {
     name: string,
     maxAgeMs: number,
     ageSetting: string,
-  ): Promise<ObjectStore> {
+  ): Promise<void> {
     const { objMaxBytes, objReplicas } = this.config.cache;
     const stream = `OBJ_${name}`;
     const existing = await jsm.streams.info(stream).catch((err: Error) => {
@@ -271,39 +214,32 @@ export class ObjectTier implements OnApplicationBootstrap {
         );
       }
     }
-    const os = await new Objm(nc).create(name, {
+    await new Objm(nc).create(name, {
       storage: StorageType.File,
       replicas: objReplicas,
       max_bytes: objMaxBytes,
       ttl: maxAgeMs * 1e6,
     });
     if (!existing) this.logger.log({ bucket: name, maxAgeMs }, 'created object store bucket');
-    return os;
   }
 
   // --- Cached embeddings --------------------------------------------------------------
 
   /** The cached entry of `key`, or why there is none; never throws, never past `deadline`. */
   async read(key: string, deadline: number): Promise<CacheEntry | ReadMiss> {
-    const buckets = this.buckets;
-    if (!buckets) return this.missed('error');
+    if (!this.io) return this.missed('error');
     const bound = Math.min(READ_BOUND_MS, deadline - this.clock.now());
     if (bound <= 0) return this.missed('error');
     const started = performance.now();
     try {
       const found = await withTimeout(
-        (async () => {
-          const info = await buckets.cache.info(key);
-          if (!info) return undefined;
-          const bytes = await buckets.cache.getBlob(key);
-          return bytes ? { bytes, meta: info.metadata } : undefined;
-        })(),
+        this.io.read(this.bucket, key),
         bound,
         () => new Error(`no answer from the object store within ${bound} ms`),
       );
       this.observer?.('get', (performance.now() - started) / 1000);
       if (!found) return this.missed('absent');
-      const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype);
+      const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype, true);
       if (!rows) {
         this.logger.warn({ key, bucket: this.bucket }, 'corrupt object in the store: not served');
         return this.missed('corrupt');
@@ -331,7 +267,7 @@ export class ObjectTier implements OnApplicationBootstrap {
   write(entry: CacheEntry): void {
     if (!this.enabled) return;
     if (this.queuedKeys.has(entry.key)) return;
-    if (!this.buckets || this.queue.length >= this.config.cache.objWriteQueue) {
+    if (!this.io || this.queue.length >= this.config.cache.objWriteQueue) {
       this.counters.writes.dropped++;
       return;
     }
@@ -359,7 +295,7 @@ export class ObjectTier implements OnApplicationBootstrap {
         this.queuedKeys.delete(entry.key);
         const dtype = this.config.encoder.stagingDtype;
         try {
-          await this.put(this.buckets!.cache, entry.key, { ...entry, dtype });
+          await this.put(this.bucket, entry.key, { ...entry, dtype });
           this.counters.writes.ok++;
           this.counters.bytesWritten += entry.bytes;
         } catch (err) {
@@ -378,17 +314,16 @@ export class ObjectTier implements OnApplicationBootstrap {
     }
   }
 
+  /** Writes one object (ObjectIo), bounded by WRITE_BOUND_MS. */
   private async put(
-    os: ObjectStore,
+    bucket: string,
     name: string,
     rows: StoredRows,
     extra?: Record<string, string>,
   ): Promise<void> {
     const started = performance.now();
     await withTimeout(
-      os.putBlob({ name, metadata: objectMetadata(rows, extra) }, bytesOf(rows.data), {
-        timeout: WRITE_BOUND_MS,
-      }),
+      this.io!.write(bucket, name, bytesOf(rows.data), objectMetadata(rows, extra)),
       WRITE_BOUND_MS,
       () => new Error(`no answer from the object store within ${WRITE_BOUND_MS} ms`),
     );
@@ -399,9 +334,9 @@ export class ObjectTier implements OnApplicationBootstrap {
 
   /** Writes one staged embedding and its delivery state; throws when it could not. */
   async handOff(staged: HandedOff): Promise<void> {
-    const { staged: os } = await this.open();
+    await this.open();
     try {
-      await this.put(os, staged.reqId, staged, {
+      await this.put(this.stagedBucket, staged.reqId, staged, {
         kind: 'staged',
         modality: staged.modality,
         part_idx: String(staged.partIdx),
@@ -421,22 +356,17 @@ export class ObjectTier implements OnApplicationBootstrap {
 
   /** A handed-off embedding, or undefined when it is not (or no longer, or not intact) there. */
   async takeOver(reqId: string, deadline: number): Promise<HandedOff | undefined> {
-    const { staged: os } = await this.open();
+    await this.open();
     const bound = Math.max(1, deadline - this.clock.now());
     const started = performance.now();
     const found = await withTimeout(
-      (async () => {
-        const info = await os.info(reqId);
-        if (!info) return undefined;
-        const bytes = await os.getBlob(reqId);
-        return bytes ? { bytes, meta: info.metadata } : undefined;
-      })(),
+      this.io!.read(this.stagedBucket, reqId),
       bound,
       () => new Error(`no answer from the object store within ${bound} ms`),
     );
     this.observer?.('get', (performance.now() - started) / 1000);
     if (!found) return undefined;
-    const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype);
+    const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype, true);
     const m = found.meta ?? {};
     if (!rows || m.kind !== 'staged') {
       this.counters.reads.corrupt++;
@@ -468,13 +398,9 @@ export class ObjectTier implements OnApplicationBootstrap {
    * delete keeps a marker; it is purged too). True if there was one.
    */
   async release(reqId: string): Promise<boolean> {
-    const { staged: os } = await this.open();
+    await this.open();
     const started = performance.now();
-    const info = await os.info(reqId);
-    if (!info) return false;
-    await os.delete(reqId);
-    const subject = `$O.${this.stagedBucket}.M.${Base64UrlPaddedCodec.encode(reqId)}`;
-    await this.jsm!.streams.purge(`OBJ_${this.stagedBucket}`, { filter: subject });
+    if (!(await this.io!.remove(this.stagedBucket, reqId))) return false;
     this.counters.staged.deleted++;
     this.observer?.('delete', (performance.now() - started) / 1000);
     return true;
@@ -486,7 +412,7 @@ export class ObjectTier implements OnApplicationBootstrap {
       enabled: this.enabled,
       bucket: this.bucket,
       staged_bucket: this.stagedBucket,
-      open: this.buckets !== undefined,
+      open: this.io !== undefined,
       reads: { ...c.reads },
       writes: { ...c.writes },
       queued: this.queue.length + (this.writing ? 1 : 0),

@@ -1,4 +1,4 @@
-import { objectMetadata, rowsOfObject, type StoredRows } from './object-tier';
+import { objectMetadata, rowsOfObject, type StoredRows } from './object-layout';
 
 const rows = (dtype: 'float32' | 'bfloat16' = 'float32'): StoredRows => {
   const data =

@@ -1,0 +1,161 @@
+import { createHash } from 'node:crypto';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import { Base64UrlPaddedCodec, type ObjectInfo } from '@nats-io/obj';
+import { headers, nuid } from '@nats-io/transport-node';
+import { metaSubjectOf } from './object-layout';
+
+/**
+ * Objects in JetStream Object Store buckets, written and read by hand in the Object
+ * Store's own layout (so `nats object get` and nats.js read what this writes, and the
+ * other way round). The library's put publishes one chunk per ack and hashes in
+ * JavaScript on the event loop (about 10 ms per MiB here, which the encodes sharing the
+ * loop paid for); its get opens a consumer per object and hashes again: measured, a store
+ * hit was slower than a cold encode of a 448x448 image that way.
+ */
+export class ObjectIo {
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly chunkBytes: number,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /**
+   * An object's bytes and metadata through JetStream direct gets: its metadata message,
+   * then its chunks (all at once when they are contiguous, else one by one). The library's get starts a consumer per
+   * object and hashes it in JavaScript: a store hit measured slower than a cold encode of a
+   * 448x448 image that way (bench/results/object-store.md). The bytes are checked against
+   * the sha256 of our own metadata instead (rowsOfObject). A missing chunk reads as corrupt.
+   */
+  async read(
+    bucket: string,
+    name: string,
+  ): Promise<{ bytes: Uint8Array; meta?: Record<string, string> } | undefined> {
+    const jsm = this.jsm;
+    const stream = `OBJ_${bucket}`;
+    const last = await jsm.direct.getMessage(stream, { last_by_subj: metaSubjectOf(bucket, name) });
+    if (!last) return undefined;
+    const info = last.json<ObjectInfo>();
+    if (info.deleted || !info.nuid) return undefined;
+    const chunks = `$O.${bucket}.C.${info.nuid}`;
+    const parts =
+      (await this.contiguous(stream, chunks, last.seq, info.chunks)) ??
+      (await this.oneByOne(stream, chunks, info.chunks));
+    const bytes = new Uint8Array(info.size);
+    let at = 0;
+    for (const part of parts) {
+      if (at + part.length > bytes.length) throw new Error('corrupt object: chunks');
+      bytes.set(part, at);
+      at += part.length;
+    }
+    if (at !== info.size) throw new Error('corrupt object: size');
+    return { bytes, meta: info.metadata };
+  }
+
+  /**
+   * The chunks when they sit right before the metadata message, as one writer's put leaves
+   * them: all asked at once. Undefined when any is not (puts interleaved), or missing.
+   */
+  private async contiguous(
+    stream: string,
+    subject: string,
+    metaSeq: number,
+    count: number,
+  ): Promise<Uint8Array[] | undefined> {
+    if (metaSeq - count < 1) return undefined;
+    const msgs = await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        this.jsm.direct.getMessage(stream, { seq: metaSeq - count + i }).catch(() => null),
+      ),
+    );
+    if (msgs.some((m) => m?.subject !== subject)) return undefined;
+    return msgs.map((m) => m!.data);
+  }
+
+  /** The chunks found one after another by subject (one round trip each). */
+  private async oneByOne(stream: string, subject: string, count: number): Promise<Uint8Array[]> {
+    const parts: Uint8Array[] = [];
+    let seq = 0;
+    for (let i = 0; i < count; i++) {
+      const chunk = await this.jsm.direct.getMessage(stream, {
+        seq: seq + 1,
+        next_by_subj: subject,
+      });
+      if (!chunk) throw new Error('corrupt object: a chunk is missing');
+      parts.push(chunk.data);
+      seq = chunk.seq;
+    }
+    return parts;
+  }
+
+  /**
+   * Writes one object: its chunks published at once, the digest taken by node:crypto, and
+   * the metadata message (a rollup of its subject) last. Until it lands, readers see the
+   * previous version, whose chunks are purged after.
+   */
+  async write(
+    bucket: string,
+    name: string,
+    data: Uint8Array,
+    metadata: Record<string, string>,
+  ): Promise<void> {
+    const { js, jsm } = this;
+    const stream = `OBJ_${bucket}`;
+    const metaSubject = metaSubjectOf(bucket, name);
+    const old = await jsm.direct.getMessage(stream, { last_by_subj: metaSubject });
+    const id = nuid.next();
+    const chunkSubject = `$O.${bucket}.C.${id}`;
+    const size = this.chunkBytes;
+    const chunks = Math.ceil(data.length / size);
+    try {
+      await Promise.all(
+        Array.from({ length: chunks }, (_, i) =>
+          js.publish(chunkSubject, data.subarray(i * size, (i + 1) * size), {
+            timeout: this.timeoutMs,
+          }),
+        ),
+      );
+      const digest = createHash('sha256').update(data).digest();
+      const info = {
+        name,
+        description: '',
+        options: { max_chunk_size: size },
+        metadata,
+        bucket,
+        nuid: id,
+        size: data.length,
+        chunks,
+        mtime: new Date().toISOString(),
+        digest: `SHA-256=${Base64UrlPaddedCodec.encode(digest)}`,
+        deleted: false,
+      };
+      const h = headers();
+      h.set('Nats-Rollup', 'sub');
+      await js.publish(metaSubject, JSON.stringify(info), { headers: h, timeout: this.timeoutMs });
+    } catch (err) {
+      await jsm.streams.purge(stream, { filter: chunkSubject }).catch(() => undefined);
+      throw err;
+    }
+    const previous = old?.json<ObjectInfo>().nuid;
+    if (previous) {
+      await jsm.streams
+        .purge(stream, { filter: `$O.${bucket}.C.${previous}` })
+        .catch(() => undefined);
+    }
+  }
+
+  /**
+   * Deletes an object and leaves nothing behind: its chunks and its metadata message are
+   * purged (the library's delete keeps a marker). False when there was none.
+   */
+  async remove(bucket: string, name: string): Promise<boolean> {
+    const stream = `OBJ_${bucket}`;
+    const subject = metaSubjectOf(bucket, name);
+    const last = await this.jsm.direct.getMessage(stream, { last_by_subj: subject });
+    const id = last?.json<ObjectInfo>().nuid;
+    if (!last || !id) return false;
+    await this.jsm.streams.purge(stream, { filter: `$O.${bucket}.C.${id}` });
+    await this.jsm.streams.purge(stream, { filter: subject });
+    return true;
+  }
+}
