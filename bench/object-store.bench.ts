@@ -16,7 +16,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import sharp from 'sharp';
 import { chunkBytesFor } from '../src/cache/object-layout';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import { QUICK, machine, processOnCpuMs, round, runBench, summarize, writeReport } from './common';
 import { startService } from './service-process';
 
 const ROUNDS = QUICK ? 1 : 5;
@@ -231,6 +231,7 @@ async function main() {
     EPD_OBJ_BUCKET: 'bench_tier',
   });
   const off = await startService({ ...common, EPD_SUBJECT_PREFIX: 'ooff' });
+  if (!nats.pid || !on.proc.pid || !off.proc.pid) throw new Error('no pid to measure');
   const nc = await connect({ servers: nats.url });
   try {
     // Warm-up: both services, both sizes.
@@ -246,12 +247,37 @@ async function main() {
     const large = await hitVsCold(nc, nats.url, 'oon', on.url, 1024, 768);
 
     // 2. The write path: tier on against off, blocks alternating.
+    // Where the CPU went, per encode: the service's, and the NATS server's (persisting
+    // the objects), each block on its own.
     let onRate = 0;
     let offRate = 0;
+    const cpu = { onService: 0, onNats: 0, offService: 0, offNats: 0 };
+    const natsPid = nats.pid!;
+    const block = async (prefix: string, pid: number) => {
+      const imgs = await images(TPUT_BLOCK, 448, 448);
+      const s0 = processOnCpuMs(pid);
+      const n0 = processOnCpuMs(natsPid);
+      const r = await rate(nc, prefix, imgs);
+      return { r, service: processOnCpuMs(pid) - s0, nats: processOnCpuMs(natsPid) - n0 };
+    };
     for (let r = 0; r < TPUT_ROUNDS; r++) {
-      offRate += await rate(nc, 'ooff', await images(TPUT_BLOCK, 448, 448));
-      onRate += await rate(nc, 'oon', await images(TPUT_BLOCK, 448, 448));
+      const off1 = await block('ooff', off.proc.pid!);
+      const on1 = await block('oon', on.proc.pid!);
+      // Its writes, made once the block's encodes left the pipeline, end before the next
+      // block: they are the tier's cost, not the baseline's.
+      await until('writes', async () => (await view(on.url)).object_store.queued === 0);
+      offRate += off1.r;
+      onRate += on1.r;
+      cpu.offService += off1.service;
+      cpu.offNats += off1.nats;
+      cpu.onService += on1.service;
+      cpu.onNats += on1.nats;
     }
+    const perEncode = (ms: number) => round(ms / (TPUT_ROUNDS * TPUT_BLOCK), 2);
+    const cpuPerEncode = {
+      off: { service: perEncode(cpu.offService), nats: perEncode(cpu.offNats) },
+      on: { service: perEncode(cpu.onService), nats: perEncode(cpu.onNats) },
+    };
     const writes = (await view(on.url)).object_store.writes;
     const tput = onRate / offRate;
     await on.stop();
@@ -266,7 +292,12 @@ async function main() {
       machine: machine(),
       baseline:
         'a cold encode of the same service (latency), the same service with the tier off (throughput), raw nats.js object-store puts of the same bytes (drain)',
-      results: { small, large, throughput: { onRate, offRate, writes }, drain: d },
+      results: {
+        small,
+        large,
+        throughput: { onRate, offRate, writes, cpuMsPerEncode: cpuPerEncode },
+        drain: d,
+      },
       targets: [
         {
           metric: 'encode p50, store hit / cold (448x448)',
@@ -319,9 +350,13 @@ async function main() {
         ],
         [],
         ['distinct images', 'encodes/s', 'ratio'],
-        ['tier off', String(round(offRate / TPUT_ROUNDS, 1)), '1'],
         [
-          `tier on (${writes.ok} written, ${writes.dropped} dropped)`,
+          `tier off (CPU ms per encode: service ${cpuPerEncode.off.service}, nats-server ${cpuPerEncode.off.nats})`,
+          String(round(offRate / TPUT_ROUNDS, 1)),
+          '1',
+        ],
+        [
+          `tier on, ${writes.ok} written, ${writes.dropped} dropped (CPU ms per encode: service ${cpuPerEncode.on.service}, nats-server ${cpuPerEncode.on.nats})`,
           String(round(onRate / TPUT_ROUNDS, 1)),
           String(round(tput, 3)),
         ],

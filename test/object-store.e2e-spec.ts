@@ -370,15 +370,16 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     await stop(b);
   }, 240_000);
 
-  it('a full write queue drops and counts writes; the encode is not held by them', async () => {
+  it('a full write queue drops and counts writes; writes wait for the encode, never the other way', async () => {
     const q = await start('osq', { EPD_OBJ_WRITE_QUEUE: '1' });
     const items = await Promise.all([30, 31, 32, 33, 34, 35].map((n) => png(n, 112)));
     const reqId = id('queue');
-    // Six units land at once: one is being written, one waits, four do not fit.
+    // Six units land at once while their request is still in the pipeline: writes wait for
+    // it to leave, so one waits in the queue and five do not fit.
     expect((await encodeOn(q, reqId, items)).err).toBeUndefined();
-    await writesSettled(q, 2);
+    await writesSettled(q, 1);
     const view = (await cacheView(q)).object_store!;
-    expect(view.writes).toEqual({ ok: 2, failed: 0, dropped: 4 });
+    expect(view.writes).toEqual({ ok: 1, failed: 0, dropped: 5 });
     expect(view.queued).toBe(0);
     expect((await call(`${prefix}.v1.release`, { req_id: reqId })).err).toBeUndefined();
     await stop(q);

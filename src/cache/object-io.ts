@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { Base64UrlPaddedCodec, type ObjectInfo } from '@nats-io/obj';
 import { headers, nuid } from '@nats-io/transport-node';
@@ -89,7 +88,8 @@ export class ObjectIo {
   }
 
   /**
-   * Writes one object: its chunks published at once, the digest taken by node:crypto, and
+   * Writes one object: its chunks published at once, `digest` (its sha256) as the Object
+   * Store records it, and
    * the metadata message (a rollup of its subject) last. Until it lands, readers see the
    * previous version, whose chunks are purged after.
    */
@@ -98,6 +98,7 @@ export class ObjectIo {
     name: string,
     data: Uint8Array,
     metadata: Record<string, string>,
+    digest: Buffer,
   ): Promise<void> {
     const { js, jsm } = this;
     const stream = `OBJ_${bucket}`;
@@ -115,7 +116,6 @@ export class ObjectIo {
           }),
         ),
       );
-      const digest = createHash('sha256').update(data).digest();
       const info = {
         name,
         description: '',

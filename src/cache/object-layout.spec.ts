@@ -1,4 +1,4 @@
-import { objectMetadata, rowsOfObject, type StoredRows } from './object-layout';
+import { digestOf, objectMetadata, rowsOfObject, type StoredRows } from './object-layout';
 
 const rows = (dtype: 'float32' | 'bfloat16' = 'float32'): StoredRows => {
   const data =
@@ -15,7 +15,7 @@ describe('object store tier: what an object must carry to be served', () => {
     for (const dtype of ['float32', 'bfloat16'] as const) {
       const r = rows(dtype);
       const bytes = bytesOf(r);
-      const back = rowsOfObject(bytes, objectMetadata(r), dtype)!;
+      const back = rowsOfObject(bytes, objectMetadata(r, digestOf(bytesOf(r))), dtype)!;
       expect(back).toMatchObject({ tokens: 6, dim: 4, dtype, grid: [[1, 2, 3]], bytes: r.bytes });
       expect([...back.data]).toEqual([...r.data]);
       bytes[0] = 0; // the caller's buffer is not the entry's
@@ -25,7 +25,7 @@ describe('object store tier: what an object must carry to be served', () => {
 
   it('refuses a flipped byte, a truncated object, another dtype, another layout, or no metadata', () => {
     const r = rows();
-    const meta = objectMetadata(r);
+    const meta = objectMetadata(r, digestOf(bytesOf(r)));
     const flipped = bytesOf(r);
     flipped[5] = flipped[5]! ^ 0x01;
     expect(rowsOfObject(flipped, meta, 'float32')).toBeUndefined();

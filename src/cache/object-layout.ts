@@ -35,13 +35,16 @@ export function chunkBytesFor(maxPayload: number): number {
 export const metaSubjectOf = (bucket: string, name: string) =>
   `$O.${bucket}.M.${Base64UrlPaddedCodec.encode(name)}`;
 const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex');
+/** The sha256 of rows' bytes: the object's digest, and the checksum in its metadata. */
+export const digestOf = (bytes: Uint8Array): Buffer => createHash('sha256').update(bytes).digest();
 export const bytesOf = (rows: Float32Array | Uint16Array) =>
   new Uint8Array(rows.buffer, rows.byteOffset, rows.byteLength);
 const DTYPE_BYTES: Record<StagingDtype, number> = { float32: 4, bfloat16: 2, float16: 2 };
 
-/** The object's metadata: every field needed to trust and read its bytes. */
+/** The object's metadata: every field needed to trust and read its bytes (`digest`: their sha256). */
 export function objectMetadata(
   rows: StoredRows,
+  digest: Buffer,
   extra: Record<string, string> = {},
 ): Record<string, string> {
   return {
@@ -50,7 +53,7 @@ export function objectMetadata(
     dim: String(rows.dim),
     dtype: rows.dtype,
     grid: JSON.stringify(rows.grid),
-    sha256: sha256(bytesOf(rows.data)),
+    sha256: digest.toString('hex'),
     ...extra,
   };
 }

@@ -14,6 +14,7 @@ import { ObjectIo } from './object-io';
 import {
   bytesOf,
   chunkBytesFor,
+  digestOf,
   objectMetadata,
   rowsOfObject,
   type StoredRows,
@@ -26,6 +27,8 @@ const READ_BOUND_MS = 2_000;
 /** One write (put, delete) waits at most this long for JetStream. */
 const WRITE_BOUND_MS = 10_000;
 const API_TIMEOUT_MS = 5_000;
+/** How often a write that waits for an idle moment looks again. */
+const IDLE_POLL_MS = 10;
 
 /** A staged embedding handed to the cluster at shutdown: its rows and its delivery state. */
 export interface HandedOff extends StoredRows {
@@ -82,8 +85,11 @@ export class ObjectTier implements OnApplicationBootstrap {
   private readonly queue: CacheEntry[] = [];
   private queuedKeys = new Set<string>();
   private writing = false;
-  private idle?: () => void;
+  private flushing = false;
+  private onDrained?: () => void;
   private observer?: Observer;
+  /** Whether the process is idle enough to write now (writeWhen); always, until told. */
+  private mayWrite: () => boolean = () => true;
   private readonly counters = {
     reads: { hit: 0, absent: 0, corrupt: 0, error: 0 },
     writes: { ok: 0, failed: 0, dropped: 0 },
@@ -276,12 +282,22 @@ export class ObjectTier implements OnApplicationBootstrap {
     if (!this.writing) void this.pump();
   }
 
+  /**
+   * Writes start only while `idle()` holds (the encode pipeline: no request in it), so a
+   * write never takes CPU from an encode; under load that never pauses, the queue fills
+   * and what does not fit is dropped and counted. A write already started runs on.
+   */
+  writeWhen(idle: () => boolean): void {
+    this.mayWrite = idle;
+  }
+
   /** Resolves once the write queue is empty (tests, and shutdown). */
   flushed(): Promise<void> {
+    this.flushing = true; // at shutdown, or for a test: write now, busy or not
     if (!this.writing && this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => {
-      const prev = this.idle;
-      this.idle = () => {
+      const prev = this.onDrained;
+      this.onDrained = () => {
         prev?.();
         resolve();
       };
@@ -291,7 +307,12 @@ export class ObjectTier implements OnApplicationBootstrap {
   private async pump(): Promise<void> {
     this.writing = true;
     try {
-      for (let entry = this.queue.shift(); entry; entry = this.queue.shift()) {
+      while (this.queue.length > 0) {
+        if (!this.mayWrite() && !this.flushing) {
+          await new Promise((r) => setTimeout(r, IDLE_POLL_MS));
+          continue;
+        }
+        const entry = this.queue.shift()!;
         this.queuedKeys.delete(entry.key);
         const dtype = this.config.encoder.stagingDtype;
         try {
@@ -308,9 +329,9 @@ export class ObjectTier implements OnApplicationBootstrap {
       }
     } finally {
       this.writing = false;
-      const idle = this.idle;
-      this.idle = undefined;
-      idle?.();
+      const drained = this.onDrained;
+      this.onDrained = undefined;
+      drained?.();
     }
   }
 
@@ -322,8 +343,11 @@ export class ObjectTier implements OnApplicationBootstrap {
     extra?: Record<string, string>,
   ): Promise<void> {
     const started = performance.now();
+    const bytes = bytesOf(rows.data);
+    // Hashed once: the Object Store's digest and our metadata's checksum are the same sha256.
+    const digest = digestOf(bytes);
     await withTimeout(
-      this.io!.write(bucket, name, bytesOf(rows.data), objectMetadata(rows, extra)),
+      this.io!.write(bucket, name, bytes, objectMetadata(rows, digest, extra), digest),
       WRITE_BOUND_MS,
       () => new Error(`no answer from the object store within ${WRITE_BOUND_MS} ms`),
     );

@@ -7,6 +7,7 @@ import { EncoderMetrics, type EncodeOutcome, type EncodeReport } from './encoder
 import { WorkBudget } from './work-budget';
 import { LoadMeter } from './load-meter';
 import { Clock } from '../../common/clock';
+import { ObjectTier } from '../../cache/object-tier';
 
 export type { EncodeOutcome } from './encoder.metrics';
 
@@ -29,11 +30,14 @@ export class EncodeAdmission {
     private readonly metrics: EncoderMetrics,
     private readonly profiler: ProfilerService,
     clock: Clock,
+    tier: ObjectTier,
   ) {
     this.work = new WorkBudget(config.encoder.workMaxBytes);
     this.load = new LoadMeter(() => clock.now(), config.scale.windowS);
     metrics.pendingFrom(() => this.pending);
     metrics.workFrom(this.work);
+    // The object store's writes use the time no request is in the pipeline: never an encode's.
+    tier.writeWhen(() => this.pending === 0);
   }
 
   /** Requests admitted and not yet answered. */
