@@ -252,7 +252,7 @@ async function main() {
     let onRate = 0;
     let offRate = 0;
     const cpu = { onService: 0, onNats: 0, offService: 0, offNats: 0 };
-    const natsPid = nats.pid!;
+    const natsPid = nats.pid;
     const block = async (prefix: string, pid: number) => {
       const imgs = await images(TPUT_BLOCK, 448, 448);
       const s0 = processOnCpuMs(pid);
@@ -261,8 +261,8 @@ async function main() {
       return { r, service: processOnCpuMs(pid) - s0, nats: processOnCpuMs(natsPid) - n0 };
     };
     for (let r = 0; r < TPUT_ROUNDS; r++) {
-      const off1 = await block('ooff', off.proc.pid!);
-      const on1 = await block('oon', on.proc.pid!);
+      const off1 = await block('ooff', off.proc.pid);
+      const on1 = await block('oon', on.proc.pid);
       // Its writes, made once the block's encodes left the pipeline, end before the next
       // block: they are the tier's cost, not the baseline's.
       await until('writes', async () => (await view(on.url)).object_store.queued === 0);
