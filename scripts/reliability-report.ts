@@ -66,6 +66,8 @@ const WHAT: Record<string, string> = {
     'answers lost in transit (replayed to a probe), repeated calls (run once), an instance stopping under load (no new call refused)',
   'nats-creds.e2e-spec.ts':
     'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
+  'object-store.e2e-spec.ts':
+    'a rolling restart of two instances under encode/wait/send load (staged embeddings handed over through the object store), a stopped owner, a corrupted object, a full write queue',
 };
 
 function main(): void {

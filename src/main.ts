@@ -1,7 +1,6 @@
 import { redactUrls } from './common/redact';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import type { INestApplication } from '@nestjs/common';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { configureApp, startApp } from './bootstrap';
@@ -80,7 +79,9 @@ async function main(): Promise<void> {
   }
 
   // So is a shared metadata bucket, or an object store bucket, whose settings conflict with ours.
-  Promise.all([app.get(MetaStore).ready(), objectTierOf(app)?.ready()]).catch(
+  // (A DP supervisor has no object store tier: its workers encode.)
+  const tier = role === 'supervisor' ? undefined : app.get(ObjectTier).ready();
+  Promise.all([app.get(MetaStore).ready(), tier]).catch(
     async (err: unknown) => {
       if (!(err instanceof StoreConfigError)) return;
       process.stderr.write(`epd-encoder: ${err.message}\n`);
@@ -137,11 +138,3 @@ function banner(base: string, config: AppConfig): string {
 
 void main();
 
-/** The object store tier, in a process that encodes (a DP supervisor has none). */
-function objectTierOf(app: INestApplication): ObjectTier | undefined {
-  try {
-    return app.get(ObjectTier, { strict: false });
-  } catch {
-    return undefined;
-  }
-}

@@ -11,7 +11,8 @@ import { encodeBody, waitFor, type Reply } from './support/calls';
 import { freshBucket } from './support/kv-registry';
 import { dataUri, image } from './support/media';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
-import { CallLedger } from './support/ledger';
+import { CallLedger, leftBehind } from './support/ledger';
+import { recordFault } from './support/fault-report';
 import { ERROR_TYPE_DOCS } from '../src/common/errors/error-types.doc';
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
@@ -261,10 +262,12 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     let running = true;
     let completed = 0;
     const deadline = 20_000;
+    const flows: string[] = [];
     const client = async (worker: number) => {
       for (let n = 0; running; n++) {
         const which = (worker + n) % images.length;
         const reqId = id(`rr${worker}`);
+        flows.push(reqId);
         const enc = await ledger.nats('encode', deadline, () =>
           call(`${prefix}.v1.encode`, {
             ...encodeBody(reqId, [images[which]!]),
@@ -345,6 +348,25 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     }
     await rx2.close();
 
+    // Every call in the ledger, as the reliability table counts them; what is left of the
+    // flows and the held req_ids on either instance, and in the staged bucket.
+    const everyId = [...flows, ...held];
+    let stagedLeft = Number.NaN;
+    await waitFor(
+      async () => (stagedLeft = await streamMessages(`${objBucket}_staged`)) === 0,
+      10_000,
+      50,
+      () => `staged bucket still holds ${stagedLeft} messages`,
+    ).catch(() => undefined);
+    recordFault('rolling-restart-object-store', {
+      fault: `SIGTERM and restart of A, then of B (same instance ids), under ${flows.length} encode → wait_metadata → send flows on 3 clients, with ${held.length} embeddings half delivered across both restarts`,
+      ledger,
+      silentlyLost: lost.length,
+      leftBehind:
+        (await leftBehind(a.svc.url, everyId)) +
+        (await leftBehind(b.svc.url, everyId)) +
+        stagedLeft,
+    });
     const summary = ledger.summary();
     const documented = new Set<string>(ERROR_TYPE_DOCS.flatMap((d) => d.types));
     const undocumented = Object.keys(summary.errorTypes).filter((t) => !documented.has(t));
