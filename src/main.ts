@@ -81,14 +81,12 @@ async function main(): Promise<void> {
   // So is a shared metadata bucket, or an object store bucket, whose settings conflict with ours.
   // (A DP supervisor has no object store tier: its workers encode.)
   const tier = role === 'supervisor' ? undefined : app.get(ObjectTier).ready();
-  Promise.all([app.get(MetaStore).ready(), tier]).catch(
-    async (err: unknown) => {
-      if (!(err instanceof StoreConfigError)) return;
-      process.stderr.write(`epd-encoder: ${err.message}\n`);
-      await app.close().catch(() => undefined);
-      process.exit(78); // EX_CONFIG
-    },
-  );
+  Promise.all([app.get(MetaStore).ready(), tier]).catch(async (err: unknown) => {
+    if (!(err instanceof StoreConfigError)) return;
+    process.stderr.write(`epd-encoder: ${err.message}\n`);
+    await app.close().catch(() => undefined);
+    process.exit(78); // EX_CONFIG
+  });
 
   const { httpUrl: base, natsReady } = await startApp(app);
   if (role === 'worker') {
@@ -137,4 +135,3 @@ function banner(base: string, config: AppConfig): string {
 }
 
 void main();
-
