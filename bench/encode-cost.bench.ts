@@ -147,7 +147,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
       rows[i]!.blocks.push(total / PER_BLOCK);
     }
   }
-  sender.onModuleDestroy();
+  await sender.onApplicationShutdown();
   await float16.release();
   await receiver.close();
   return { rows, tokens: (grid.h * grid.w) / 4, data, grid };

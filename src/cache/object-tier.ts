@@ -336,40 +336,78 @@ export class ObjectTier implements OnApplicationBootstrap {
   }
 
   /** Writes one object (ObjectIo), bounded by WRITE_BOUND_MS. */
+  /**
+   * Writes one object (ObjectIo) within `boundMs`. `abandoned`: what to do with the object
+   * if the bound passes and the write lands after all (a handed-off embedding nobody will
+   * be told of must not linger); its chunks are purged if it fails.
+   */
   private async put(
     bucket: string,
     name: string,
     rows: StoredRows,
     extra?: Record<string, string>,
+    boundMs = WRITE_BOUND_MS,
+    abandoned: 'keep' | 'remove' = 'keep',
   ): Promise<void> {
     const started = performance.now();
     const bytes = bytesOf(rows.data);
     // Hashed once: the Object Store's digest and our metadata's checksum are the same sha256.
     const digest = digestOf(bytes);
-    await withTimeout(
-      this.io!.write(bucket, name, bytes, objectMetadata(rows, digest, extra), digest),
-      WRITE_BOUND_MS,
-      () => new Error(`no answer from the object store within ${WRITE_BOUND_MS} ms`),
+    const writing = this.io!.write(
+      bucket,
+      name,
+      bytes,
+      objectMetadata(rows, digest, extra),
+      digest,
     );
+    try {
+      await withTimeout(
+        writing,
+        boundMs,
+        () => new Error(`no answer from the object store within ${boundMs} ms`),
+      );
+    } catch (err) {
+      if (abandoned === 'remove') {
+        writing.then(
+          () => this.io!.remove(bucket, name).catch(() => undefined),
+          () => undefined,
+        );
+      }
+      throw err;
+    }
     this.observer?.('put', (performance.now() - started) / 1000);
   }
 
   // --- Staged embeddings handed over at shutdown --------------------------------------
 
-  /** Writes one staged embedding and its delivery state; throws when it could not. */
-  async handOff(staged: HandedOff): Promise<void> {
-    await this.open();
+  /**
+   * Writes one staged embedding and its delivery state by `until` (epoch ms); throws when
+   * it could not. A write that lands after `until` is deleted: nobody will take it over.
+   */
+  async handOff(staged: HandedOff, until: number): Promise<void> {
+    await withTimeout(
+      this.open(),
+      Math.max(1, until - this.clock.now()),
+      () => new Error('object store not open'),
+    );
     try {
-      await this.put(this.stagedBucket, staged.reqId, staged, {
-        kind: 'staged',
-        modality: staged.modality,
-        part_idx: String(staged.partIdx),
-        num_parts: String(staged.numParts),
-        ...(staged.receiveCount !== undefined
-          ? { receive_count: String(staged.receiveCount) }
-          : {}),
-        acked: JSON.stringify(staged.acked),
-      });
+      await this.put(
+        this.stagedBucket,
+        staged.reqId,
+        staged,
+        {
+          kind: 'staged',
+          modality: staged.modality,
+          part_idx: String(staged.partIdx),
+          num_parts: String(staged.numParts),
+          ...(staged.receiveCount !== undefined
+            ? { receive_count: String(staged.receiveCount) }
+            : {}),
+          acked: JSON.stringify(staged.acked),
+        },
+        Math.max(1, Math.min(WRITE_BOUND_MS, until - this.clock.now())),
+        'remove',
+      );
       this.counters.staged.written++;
       this.counters.bytesWritten += staged.bytes;
     } catch (err) {

@@ -73,6 +73,8 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
   onModuleInit(): void {
     if (!this.enabled) return;
     this.router.useStoredOwners(this);
+    // Whichever shutdown hook comes first starts it; the registry stays open, and (through
+    // the router) this instance in the roster, until it is done.
     this.registry.beforeClose(() => this.drain());
     this.states.onEnded((reqId) => {
       if (!this.held.delete(reqId)) return;
@@ -117,11 +119,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const found = await this.tier.takeOver(reqId, deadline).catch((err: unknown) => {
       throw err instanceof MMError
         ? err
-        : Errors.storeUnavailable(
-            `object store ${this.tier.stagedBucket}`,
-            (err as Error).message,
-            reqId,
-          );
+        : Errors.objectStoreUnavailable(this.tier.stagedBucket, (err as Error).message, reqId);
     });
     if (!found || !record || isErrorMeta(record.metadata)) {
       throw Errors.embeddingLost(
@@ -255,8 +253,8 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
         const record = await this.registry.get(reqId);
         if (!record || isErrorMeta(record.metadata)) return 'lost';
         const acked = this.ackedOf(state);
-        await withTimeout(
-          this.tier.handOff({
+        await this.tier.handOff(
+          {
             reqId,
             modality: state.modality,
             partIdx: state.partIdx,
@@ -269,9 +267,8 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
             dtype: emb.dtype,
             grid: emb.grid,
             bytes: emb.bytes,
-          }),
-          Math.max(1, until - this.clock.now()),
-          () => new Error('EPD_DRAIN_MS reached'),
+          },
+          until,
         );
         if (!this.wanted(state)) {
           await this.drop(reqId); // delivered or released while it was written
@@ -301,6 +298,8 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
         { req_id: reqId, err: (err as Error).message },
         'could not hand a staged embedding to the cluster: it is lost with this process',
       );
+      // Whatever of it landed is nobody's: its owner record does not point at it.
+      await this.drop(reqId);
       return 'lost';
     }
   }

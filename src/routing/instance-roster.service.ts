@@ -66,6 +66,8 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   /** Resolves once this instance's first heartbeat is stored (it is in the roster). */
   private listed!: () => void;
 
+  private readonly beforeLeaving: (() => Promise<void>)[] = [];
+
   constructor(
     private readonly config: AppConfig,
     private readonly nats: NatsConnectionService,
@@ -281,8 +283,17 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
       .sort((a, b) => a.id.localeCompare(b.id));
   }
 
+  /**
+   * `hook` runs at shutdown before this instance leaves the roster: while it runs (the
+   * handoff of staged embeddings), peers still see the instance alive and forward to it.
+   */
+  leaveAfter(hook: () => Promise<void>): void {
+    this.beforeLeaving.push(hook);
+  }
+
   /** Before the NATS drain: leave the roster while the connection is still up. */
   async beforeApplicationShutdown(): Promise<void> {
+    await Promise.all(this.beforeLeaving.map((hook) => hook().catch(() => undefined)));
     this.closed = true;
     this.stopping.abort();
     clearInterval(this.timer);

@@ -31,6 +31,8 @@ export interface RouteOptions {
 export interface StoredOwners {
   /** Stages the handed-off embedding here (one read, however many calls ask), or throws embedding_lost. */
   take(reqId: string, owner: Owner, deadline: number): Promise<void>;
+  /** The handoff at shutdown: this instance stays in the roster until it is done. */
+  drain(): Promise<void>;
   /** A release of a handed-off embedding nobody took: it leaves the store. */
   drop(reqId: string): Promise<void>;
   /**
@@ -120,6 +122,9 @@ export class OwnerRouter {
   /** The handoff's side of the store: calls for an embedding an instance handed over. */
   useStoredOwners(stored: StoredOwners): void {
     this.stored = stored;
+    // Peers forward to this instance while it hands its embeddings over; gone from the
+    // roster before that, they would answer owner_gone for embeddings about to move.
+    this.roster.leaveAfter(() => stored.drain());
   }
 
   async route<T>(

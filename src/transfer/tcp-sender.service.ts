@@ -1,5 +1,5 @@
 import { Clock } from '../common/clock';
-import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { connect, type Socket } from 'node:net';
 import { EmbeddingTransport, endpointKey, type Endpoint } from './embedding-transport';
 import { encodeHeader, type Ack, type FrameHeader } from './frame';
@@ -132,6 +132,8 @@ class Connection {
 
 const MAX_CONNECTIONS = 256;
 const IDLE_MS = 30_000;
+/** How long frames in flight at shutdown get for their acks before their connections close. */
+const SETTLE_MS = 1_000;
 
 /**
  * The TCP data plane. Connections are reused per endpoint (at most 256, evicted when idle
@@ -139,7 +141,7 @@ const IDLE_MS = 30_000;
  * pipeline on its connection, and a send resolves only with the receiver's ack.
  */
 @Injectable()
-export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDestroy {
+export class TcpEmbeddingSender extends EmbeddingTransport implements OnApplicationShutdown {
   private readonly logger = new Logger('TcpSender');
   private readonly pool = new Map<string, Connection>();
   private readonly connecting = new Map<string, Promise<Connection>>();
@@ -228,8 +230,18 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnModuleDe
     }
   }
 
-  onModuleDestroy(): void {
+  /**
+   * Last in the shutdown (after the handoff of staged embeddings): frames still in flight
+   * get up to SETTLE_MS for their acks, then every connection is closed. Closed at the
+   * start of the shutdown (onModuleDestroy, as before), a send that a caller was about to
+   * be answered for failed `delivery_failed` "shutting down" (the rolling-restart test).
+   */
+  async onApplicationShutdown(): Promise<void> {
     clearInterval(this.sweepTimer);
+    const until = this.clock.now() + SETTLE_MS;
+    const busy = () =>
+      this.connecting.size > 0 || [...this.pool.values()].some((c) => c.pending.length > 0);
+    while (busy() && this.clock.now() < until) await new Promise((r) => setTimeout(r, 10));
     for (const c of [...this.pool.values()]) c.fail(new TransferError('shutting down'));
   }
 }

@@ -23,7 +23,7 @@ const header = (reqId: string, rows: number, dim = 4): FrameHeader => ({
 describe('data plane: TCP sender and reference receiver', () => {
   let sender: TcpEmbeddingSender;
   beforeEach(() => (sender = new TcpEmbeddingSender()));
-  afterEach(() => sender.onModuleDestroy());
+  afterEach(() => sender.onApplicationShutdown());
 
   it('delivers header and bytes intact, acks, and reuses one connection per endpoint', async () => {
     const got: { header: FrameHeader; sum: number; first: number }[] = [];

@@ -43,6 +43,8 @@ export const Errors = {
     ),
   storeUnavailable: (store: string, reason: string, reqId?: string) =>
     new MMError(`metadata store ${store} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
+  objectStoreUnavailable: (bucket: string, reason: string, reqId?: string) =>
+    new MMError(`object store ${bucket} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
   ownerUnreachable: (owner: string, dp: string, reqId: string, taken = false) =>
     new MMError(
       taken

@@ -23,7 +23,7 @@ export const ERROR_TYPE_DOCS = [
   {
     types: ['store_unavailable'],
     code: '503',
-    when: '`EPD_REGISTRY_STORE=jetstream` and NATS (or the KV bucket) is unreachable: `metadata store jetstream unavailable: …`',
+    when: '`EPD_REGISTRY_STORE=jetstream` and NATS (or the KV bucket) is unreachable: `metadata store jetstream unavailable: …`; or a call for an embedding handed over at shutdown, and its object store bucket cannot be read: `object store <bucket> unavailable: …`',
   },
   {
     types: ['not_ready'],
