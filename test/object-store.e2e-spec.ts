@@ -274,6 +274,12 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     let completed = 0;
     const deadline = 20_000;
     const flows: string[] = [];
+    // Every error answer, with its message (the ledger keeps types only), for the report.
+    const errors: string[] = [];
+    const note = (dp: string, reqId: string, r: Reply | undefined) => {
+      if (r?.err && errors.length < 20)
+        errors.push(`${dp} ${reqId}: ${r.err.type} ${r.err.code} ${r.err.message}`);
+    };
     const client = async (worker: number) => {
       for (let n = 0; running; n++) {
         const which = (worker + n) % images.length;
@@ -285,6 +291,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
             timeout_ms: deadline,
           }),
         );
+        note('encode', reqId, enc);
         if (!enc || enc.err) continue;
         const meta = await ledger.nats('wait_metadata', deadline, () =>
           call(`${prefix}.v1.wait_metadata`, { req_id: reqId, timeout_ms: deadline }),
@@ -292,6 +299,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
         // A client that gives up on a req_id releases it, as a receiver would.
         const giveUp = () =>
           ledger.nats('release', deadline, () => call(`${prefix}.v1.release`, { req_id: reqId }));
+        note('wait_metadata', reqId, meta);
         if (!meta || meta.err) {
           await giveUp();
           continue;
@@ -305,6 +313,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
             timeout_ms: deadline,
           }),
         );
+        note('send', reqId, sent);
         if (!sent || sent.err) {
           await giveUp();
           continue;
@@ -390,10 +399,11 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     const summary = ledger.summary();
     const documented = new Set<string>(ERROR_TYPE_DOCS.flatMap((d) => d.types));
     const undocumented = Object.keys(summary.errorTypes).filter((t) => !documented.has(t));
-    expect({ lost, never: summary.neverAnswered, undocumented }).toEqual({
+    expect({ lost, never: summary.neverAnswered, undocumented, errors }).toEqual({
       lost: [],
       never: 0,
       undocumented: [],
+      errors: undocumented.length > 0 ? [] : errors,
     });
     // A drain hands everything over: no call is told its embedding was lost.
     expect(summary.errorTypes.embedding_lost ?? 0).toBe(0);

@@ -111,6 +111,13 @@ export class DeliveryService {
     if (req.receive_count !== undefined) state.expectReceivers(req.receive_count);
     const port = Array.isArray(req.embedding_port) ? req.embedding_port[0]! : req.embedding_port;
     await this.policy.check({ host: req.prefill_host, port }, req.req_id);
+    // Released, or handed to the object store at shutdown, while the policy was asked (a
+    // caller that forwarded this call reads the owner record again on shutting_down).
+    if (state.releaseRequested) {
+      throw state.handedOff
+        ? Errors.shuttingDown(req.req_id)
+        : Errors.releasedDuringEncode(req.req_id);
+    }
     const dest = state.addDestination({ host: req.prefill_host, port }, 'send');
     await this.deliver(state, dest, deadline, req, signal);
     return { req_id: req.req_id, bytes: dest.bytes ?? 0, acked: true };

@@ -234,6 +234,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
    */
   handOff(state: ReqState): void {
     if (this.states.get(state.reqId) !== state) return;
+    state.handedOff = true;
     this.states.delete(state.reqId);
     this.usedBytes -= state.end();
   }

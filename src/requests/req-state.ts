@@ -70,6 +70,8 @@ export class ReqState {
   private readonly destinationListeners = new Set<() => void>();
   /** Encoded here, or taken over from the object store (another instance handed it over). */
   origin: 'encoded' | 'object_store' = 'encoded';
+  /** Ended by a handoff to the object store (not a release): calls for it go there now. */
+  handedOff = false;
   /** Settles when the embedding is staged (resolves) or the state ends first (rejects). */
   readonly ready: Promise<void>;
   private settleReady!: { resolve(): void; reject(e: Error): void };

@@ -141,8 +141,18 @@ export class OwnerRouter {
       throw Errors.embeddingLost(reqId);
     }
     const owner = this.routes ? await this.ownerFor(reqId, deadline, options) : undefined;
-    if (owner?.store !== undefined && this.stored) {
-      return this.fromStore(dp, reqId, owner, deadline, local);
+    if (owner?.store !== undefined) {
+      if (this.stored) return this.fromStore(dp, reqId, owner, deadline, local);
+      // An instance without the tier (a mixed fleet): it cannot read the store.
+      if (dp !== 'release') {
+        this.counters.ownerGone++;
+        throw Errors.embeddingLost(
+          reqId,
+          `handed to object store ${owner.store}, which this instance does not read (EPD_CACHE_STORE is not jetstream here)`,
+        );
+      }
+      this.counters.local++;
+      return local(); // a release: its metadata goes here, its object with the bucket's age
     }
     if (owner && owner.instance !== this.config.instance.id) {
       return this.forward<T>(dp, reqId, body, deadline, owner).catch(async (err: unknown) => {

@@ -1,0 +1,131 @@
+import { Clock } from '../common/clock';
+import { Errors } from '../common/errors/error-catalogue';
+import { loadConfig } from '../config/config.loader';
+import type { MetaRegistry } from '../meta-registry/meta-registry.service';
+import type { Owner, StoredMeta } from '../meta-registry/meta-store';
+import type { NatsForwarder } from '../transport/nats-forwarder';
+import { DpType } from '../transport/subjects';
+import type { InstanceRoster } from './instance-roster.service';
+import type { LocalRanks } from './local-ranks';
+import { OwnerRouter, type StoredOwners } from './owner-router.service';
+
+const STORE: Owner = { instance: 'store:b_staged', store: 'b_staged' };
+const PEER: Owner = { instance: 'peer-a', boot: 'boot-1' };
+
+/**
+ * Owner routing of embeddings handed to the object store at shutdown: taken over, dropped
+ * by a release, refused clearly where the tier is off, and reached again when the owner
+ * handed one over while a forwarded call was on its way.
+ */
+describe('OwnerRouter: embeddings handed to the object store', () => {
+  const { config } = loadConfig({ EPD_INSTANCE_ID: 'self' });
+  let owner: Owner | undefined;
+  let forwarded: string[];
+  let forwardError: Error | undefined;
+  let router: OwnerRouter;
+  let stored: StoredOwners & { taken: string[]; dropped: string[]; moving?: Promise<boolean> };
+
+  const record = (): StoredMeta | undefined =>
+    owner && {
+      reqId: 'r',
+      metadata: { embedding_size: 16, embedding_len: 1, embedding_dim: 4 },
+      publishedAt: 0,
+      owner,
+    };
+
+  beforeEach(() => {
+    owner = STORE;
+    forwarded = [];
+    forwardError = undefined;
+    const registry = {
+      lostInRestart: () => false,
+      stagedByEarlierProcess: () => false,
+      get: () => Promise.resolve(record()),
+      wait: () => Promise.reject(new Error('no wait here')),
+    } as unknown as MetaRegistry;
+    const forwarder = {
+      request: (subject: string) => {
+        forwarded.push(subject);
+        return forwardError ? Promise.reject(forwardError) : Promise.resolve('answered by peer');
+      },
+      resent: 0,
+      probes: 0,
+    } as unknown as NatsForwarder;
+    const roster = {
+      enabled: true,
+      isAlive: () => Promise.resolve(true),
+      mayBeAlive: () => true,
+      leaveAfter: () => undefined,
+    } as unknown as InstanceRoster;
+    const ranks = { active: false } as unknown as LocalRanks;
+    router = new OwnerRouter(config, registry, forwarder, roster, new Clock(), ranks);
+    stored = {
+      taken: [],
+      dropped: [],
+      take(reqId: string) {
+        this.taken.push(reqId);
+        return Promise.resolve();
+      },
+      drop(reqId: string) {
+        this.dropped.push(reqId);
+        return Promise.resolve();
+      },
+      drain: () => Promise.resolve(),
+      handingOff() {
+        return this.moving;
+      },
+    };
+  });
+
+  const route = (dp: DpType, local: () => Promise<string> = () => Promise.resolve('here')) =>
+    router.route(dp, 'r', { req_id: 'r' }, Date.now() + 5000, local, { isLocal: () => false });
+
+  it('takes a handed-off embedding over for a send, and drops it for a release', async () => {
+    router.useStoredOwners(stored);
+    await expect(route(DpType.Send)).resolves.toBe('here');
+    expect(stored.taken).toEqual(['r']);
+    await expect(route(DpType.Release)).resolves.toBe('here');
+    expect(stored.dropped).toEqual(['r']);
+    expect(forwarded).toEqual([]);
+    expect(router.stats.fromStore).toBe(2);
+  });
+
+  it('without the tier: embedding_lost naming the setting, and a release answered here', async () => {
+    await expect(route(DpType.Send)).rejects.toMatchObject({
+      code: 503,
+      type: 'embedding_lost',
+      message: expect.stringContaining('EPD_CACHE_STORE is not jetstream here'),
+    });
+    await expect(route(DpType.Release)).resolves.toBe('here');
+    expect(forwarded).toEqual([]);
+  });
+
+  it('reads the record again when the owner stopped while a forwarded call was on its way', async () => {
+    router.useStoredOwners(stored);
+    owner = PEER;
+    forwardError = Errors.shuttingDown('r');
+    const answer = route(DpType.Send);
+    // The peer's answer arrives after it pointed the record at the store.
+    owner = STORE;
+    await expect(answer).resolves.toBe('here');
+    expect(forwarded).toHaveLength(1);
+    expect(stored.taken).toEqual(['r']);
+  });
+
+  it('passes on an error that is not a stopping owner, without reading the record again', async () => {
+    router.useStoredOwners(stored);
+    owner = PEER;
+    forwardError = Errors.noStagedEmbedding('r');
+    await expect(route(DpType.Send)).rejects.toMatchObject({ code: 500 });
+    expect(stored.taken).toEqual([]);
+  });
+
+  it('a stopping instance that handed the req_id over answers shutting_down instead of 404', async () => {
+    router.useStoredOwners(stored);
+    owner = undefined; // a forwarded call: no record lookup needed
+    stored.moving = Promise.resolve(true);
+    await expect(route(DpType.Send)).rejects.toMatchObject({ code: 503, type: 'shutting_down' });
+    stored.moving = Promise.resolve(false); // the handoff failed: still answered here
+    await expect(route(DpType.Send)).resolves.toBe('here');
+  });
+});
