@@ -278,7 +278,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     const errors: string[] = [];
     const note = (dp: string, reqId: string, r: Reply | undefined) => {
       if (r?.err && errors.length < 20)
-        errors.push(`${dp} ${reqId}: ${r.err.type} ${r.err.code} ${r.err.message}`);
+        errors.push(`${dp} ${reqId}: ${String(r.err.type)} ${r.err.code} ${r.err.message}`);
     };
     const client = async (worker: number) => {
       for (let n = 0; running; n++) {
