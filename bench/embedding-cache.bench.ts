@@ -16,9 +16,9 @@ import { startService } from './service-process';
 
 const ROUNDS = QUICK ? 1 : 8;
 const BLOCK = QUICK ? 5 : 20;
-const POOL = 200;
-const HOT = 20;
-const REQUESTS = QUICK ? 100 : 1000;
+const POOL = QUICK ? 40 : 200;
+const HOT = QUICK ? 8 : 20;
+const REQUESTS = QUICK ? 60 : 1000;
 const INFLIGHT = 8;
 const DISTINCT = QUICK ? 12 : 200;
 

@@ -20,11 +20,11 @@ import { QUICK, machine, processOnCpuMs, round, runBench, summarize, writeReport
 import { startService } from './service-process';
 
 const ROUNDS = QUICK ? 1 : 5;
-const BLOCK = QUICK ? 3 : 10;
+const BLOCK = QUICK ? 2 : 10;
 const TPUT_ROUNDS = QUICK ? 1 : 4;
-const TPUT_BLOCK = QUICK ? 8 : 40;
+const TPUT_BLOCK = QUICK ? 6 : 40;
 const INFLIGHT = 4;
-const STAGED = QUICK ? 10 : 100;
+const STAGED = QUICK ? 5 : 100;
 /** The drain's own concurrency (src/handoff/embedding-handoff.service.ts). */
 const DRAIN_CONCURRENCY = 4;
 

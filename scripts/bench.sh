@@ -30,14 +30,15 @@ lane_b() {
   bench dist-bench/bench/shared-metadata.bench.js
   bench dist-bench/bench/dp-workers.bench.js
   bench dist-bench/bench/embedding-cache.bench.js
-  bench dist-bench/bench/object-store.bench.js
   bench dist-bench/bench/overload.bench.js
 }
-# Faults on a NATS cluster: mostly waiting (a node down, a leader election), little CPU.
+# Faults on a NATS cluster: mostly waiting (a node down, a leader election), little CPU;
+# then the object store tier's (there so that the three lanes take about as long).
 lane_c() {
   bench dist-bench/bench/failover.bench.js
   bench dist-bench/bench/nats-client.bench.js
   bench dist-bench/bench/startup.bench.js
+  bench dist-bench/bench/object-store.bench.js
 }
 
 if [ ${#mode[@]} -eq 0 ]; then
