@@ -70,7 +70,7 @@ const allAlive = (url: string, headers: Record<string, string> = {}) =>
   );
 const alive = (pid: number) => !exited(pid);
 /** Staged-embedding and registry-entry TTL of the DP suite's service. */
-const TTL_MS = 20_000;
+const TTL_MS = 10_000;
 
 describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
   let svc: ServiceProcess;
