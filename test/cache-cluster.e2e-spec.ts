@@ -9,15 +9,15 @@ import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { encodeBody, waitFor, type Reply } from './support/calls';
 import { freshBucket } from './support/kv-registry';
 import { dataUri, image } from './support/media';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import {
+  instanceStarter,
+  startServiceProcess,
+  type Instance,
+  type ServiceProcess,
+} from './support/service-process';
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 const LEASE_MS = 1500;
-
-interface Instance {
-  id: string;
-  svc: ServiceProcess;
-}
 
 /**
  * Cluster-wide single flight of the embedding cache: instances (separate processes) that
@@ -37,23 +37,18 @@ describe('embedding cache: single flight across instances (e2e, jetstream)', () 
   let seq = 0;
   const id = (tag: string) => `${tag}-${++seq}`;
 
-  const start = async (tag: string, env: Record<string, string> = {}): Promise<Instance> => {
-    const instanceId = `${tag}${process.pid}`;
-    const svc = await startServiceProcess({
-      EPD_NATS_URL: sharedNatsUrl(),
-      EPD_SUBJECT_PREFIX: prefix,
-      EPD_REGISTRY_STORE: 'jetstream',
-      EPD_KV_BUCKET: bucket,
-      EPD_INSTANCE_ID: instanceId,
-      EPD_INSTANCE_HEARTBEAT_MS: '500',
-      EPD_CACHE_MAX_BYTES: String(64 * 1024 * 1024),
-      EPD_CACHE_LEASE_MS: String(LEASE_MS),
-      ...env,
-    });
-    const inst = { id: instanceId, svc };
-    started.push(inst);
-    return inst;
-  };
+  const start = instanceStarter(
+    {
+      prefix,
+      kvBucket: bucket,
+      natsUrl: sharedNatsUrl(),
+      env: {
+        EPD_CACHE_MAX_BYTES: String(64 * 1024 * 1024),
+        EPD_CACHE_LEASE_MS: String(LEASE_MS),
+      },
+    },
+    started,
+  );
   const encodeOn = async (inst: Instance, reqId: string, items: string[]): Promise<Reply> => {
     const msg = await nc.request(
       `${prefix}.v1.inst.${inst.id}.encode`,

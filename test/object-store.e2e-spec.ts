@@ -10,17 +10,12 @@ import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { encodeBody, waitFor, type Reply } from './support/calls';
 import { freshBucket } from './support/kv-registry';
 import { dataUri, image } from './support/media';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { instanceStarter, startServiceProcess, type Instance } from './support/service-process';
 import { CallLedger, leftBehind } from './support/ledger';
 import { recordFault } from './support/fault-report';
 import { ERROR_TYPE_DOCS } from '../src/common/errors/error-types.doc';
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-
-interface Instance {
-  id: string;
-  svc: ServiceProcess;
-}
 
 type CacheView = CacheStats & { object_store?: ObjectTierStats };
 
@@ -44,26 +39,21 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
   let seq = 0;
   const id = (tag: string) => `${tag}-${++seq}`;
 
-  const start = async (tag: string, env: Record<string, string> = {}): Promise<Instance> => {
-    const instanceId = `${tag}${process.pid}`;
-    const svc = await startServiceProcess({
-      EPD_NATS_URL: sharedNatsUrl(),
-      EPD_SUBJECT_PREFIX: prefix,
-      EPD_REGISTRY_STORE: 'jetstream',
-      EPD_KV_BUCKET: kvBucket,
-      EPD_INSTANCE_ID: instanceId,
-      EPD_INSTANCE_HEARTBEAT_MS: '500',
-      EPD_CACHE_MAX_BYTES: String(64 * 1024 * 1024),
-      EPD_CACHE_STORE: 'jetstream',
-      EPD_OBJ_BUCKET: objBucket,
-      EPD_OBJ_MAX_BYTES: String(1024 * 1024 * 1024),
-      EPD_SEND_TIMEOUT_MS: '120000',
-      ...env,
-    });
-    const inst = { id: instanceId, svc };
-    started.push(inst);
-    return inst;
-  };
+  const start = instanceStarter(
+    {
+      prefix,
+      kvBucket,
+      natsUrl: sharedNatsUrl(),
+      env: {
+        EPD_CACHE_MAX_BYTES: String(64 * 1024 * 1024),
+        EPD_CACHE_STORE: 'jetstream',
+        EPD_OBJ_BUCKET: objBucket,
+        EPD_OBJ_MAX_BYTES: String(1024 * 1024 * 1024),
+        EPD_SEND_TIMEOUT_MS: '120000',
+      },
+    },
+    started,
+  );
   const call = async (subject: string, data: unknown): Promise<Reply> =>
     (await nc.request(subject, JSON.stringify(data), { timeout: 30_000 })).json<Reply>();
   const encodeOn = (inst: Instance, reqId: string, items: string[]) =>

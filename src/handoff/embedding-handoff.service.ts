@@ -181,10 +181,10 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const until = started + this.config.shutdown.drainMs;
     // Sends and encodes still running end first (half the budget at most): their acks count.
     await this.quiet(started + this.config.shutdown.drainMs / 2);
-    const todo = this.states.list().filter((s) => this.wanted(s));
+    const toHand = this.states.list().filter((s) => this.wanted(s));
     let written = 0;
     let lost = 0;
-    const queue = [...todo];
+    const queue = [...toHand];
     const worker = async () => {
       for (let s = queue.shift(); s; s = queue.shift()) {
         if (this.clock.now() >= until) {
@@ -212,7 +212,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     ).catch(() => undefined);
     const ms = this.clock.now() - started;
     this.lastDrain = { ms, written, lost };
-    if (todo.length > 0 || lost > 0) {
+    if (toHand.length > 0 || lost > 0) {
       this.logger[lost > 0 ? 'warn' : 'log'](
         { written, lost, ms, bucket: this.tier.stagedBucket },
         lost > 0

@@ -114,3 +114,36 @@ export async function stopProcess(proc: ChildProcess): Promise<void> {
   await exited;
   clearTimeout(timer);
 }
+
+/** One instance of a multi-instance suite: its EPD_INSTANCE_ID and its process. */
+export interface Instance {
+  id: string;
+  svc: ServiceProcess;
+}
+
+/**
+ * A function that starts instances of one suite: `<tag><pid>` on the shared nats-server,
+ * with the suite's prefix, JetStream metadata bucket, half-second heartbeats and `env`,
+ * each added to `started` (which the suite stops after).
+ */
+export function instanceStarter(
+  base: { prefix: string; kvBucket: string; natsUrl: string; env: Record<string, string> },
+  started: Instance[],
+): (tag: string, env?: Record<string, string>) => Promise<Instance> {
+  return async (tag, env = {}) => {
+    const id = `${tag}${process.pid}`;
+    const svc = await startServiceProcess({
+      EPD_NATS_URL: base.natsUrl,
+      EPD_SUBJECT_PREFIX: base.prefix,
+      EPD_REGISTRY_STORE: 'jetstream',
+      EPD_KV_BUCKET: base.kvBucket,
+      EPD_INSTANCE_ID: id,
+      EPD_INSTANCE_HEARTBEAT_MS: '500',
+      ...base.env,
+      ...env,
+    });
+    const inst = { id, svc };
+    started.push(inst);
+    return inst;
+  };
+}
