@@ -56,6 +56,22 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
   );
   const call = async (subject: string, data: unknown): Promise<Reply> =>
     (await nc.request(subject, JSON.stringify(data), { timeout: 30_000 })).json<Reply>();
+  /**
+   * `send` of `reqId` to the receiver on `port` (rx's unless given), through the queue
+   * group or `via` one instance's own subject; `more`: receive_count, timeout_ms.
+   */
+  const sendOf = (
+    reqId: string,
+    more: { receive_count?: number; timeout_ms?: number } = {},
+    port = rx.port,
+    via?: Instance,
+  ) =>
+    call(via ? `${prefix}.v1.inst.${via.id}.send` : `${prefix}.v1.send`, {
+      req_id: reqId,
+      prefill_host: '127.0.0.1',
+      embedding_port: port,
+      ...more,
+    });
   const encodeOn = (inst: Instance, reqId: string, items: string[]) =>
     call(`${prefix}.v1.inst.${inst.id}.encode`, encodeBody(reqId, items));
   const get = async <T>(inst: Instance, path: string) =>
@@ -127,12 +143,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     // The bytes A sends for this image (a first request, sent and released on A).
     const ref = id('ref');
     expect((await encodeOn(a, ref, [item])).err).toBeUndefined();
-    const sent = await call(`${prefix}.v1.inst.${a.id}.send`, {
-      req_id: ref,
-      prefill_host: '127.0.0.1',
-      embedding_port: rx.port,
-      receive_count: 1,
-    });
+    const sent = await sendOf(ref, { receive_count: 1 }, rx.port, a);
     expect(sent.err).toBeUndefined();
     const expected = sha(frames.get(ref)!);
 
@@ -142,24 +153,14 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     expect(enc.err).toBeUndefined();
     const half = id('half');
     expect((await encodeOn(a, half, [item])).err).toBeUndefined();
-    await call(`${prefix}.v1.inst.${a.id}.send`, {
-      req_id: half,
-      prefill_host: '127.0.0.1',
-      embedding_port: rx.port,
-      receive_count: 2,
-    });
+    await sendOf(half, { receive_count: 2 }, rx.port, a);
     // And one nobody will take: its release deletes its object.
     const drop = id('drop');
     expect((await encodeOn(a, drop, [await png(2)])).err).toBeUndefined();
     await stop(a);
     expect(await streamMessages(`${objBucket}_staged`)).toBeGreaterThan(0);
     expect((await call(`${prefix}.v1.release`, { req_id: drop })).err).toBeUndefined();
-    const dropped = await call(`${prefix}.v1.send`, {
-      req_id: drop,
-      prefill_host: '127.0.0.1',
-      embedding_port: rx.port,
-      timeout_ms: 1000,
-    });
+    const dropped = await sendOf(drop, { timeout_ms: 1000 });
     expect(dropped.err).toBeDefined();
 
     const status = await call(`${prefix}.v1.send_status`, { req_id: half });
@@ -167,12 +168,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     expect(status.response).toMatchObject({ receive_count: 2, acked: 1 });
     const meta = await call(`${prefix}.v1.wait_metadata`, { req_id: reqId, timeout_ms: 5000 });
     expect(meta.err).toBeUndefined();
-    const done = await call(`${prefix}.v1.send`, {
-      req_id: reqId,
-      prefill_host: '127.0.0.1',
-      embedding_port: rx.port,
-      receive_count: 1,
-    });
+    const done = await sendOf(reqId, { receive_count: 1 });
     expect(done.err).toBeUndefined();
     expect(sha(frames.get(reqId)!)).toBe(expected);
     const handoff = await get<HandoffStats>(b, '/admin/handoff');
@@ -189,11 +185,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     expect((await encodeOn(a, reqId, [await png(4)])).err).toBeUndefined();
     await stop(a);
     expect(a.svc.output()).toMatch(/1 could not be written within EPD_DRAIN_MS and are lost/);
-    const send = await call(`${prefix}.v1.send`, {
-      req_id: reqId,
-      prefill_host: '127.0.0.1',
-      embedding_port: rx.port,
-    });
+    const send = await sendOf(reqId);
     expect(send.err).toMatchObject({ code: 503, type: 'owner_gone' });
     await stop(peer);
   }, 60_000);
@@ -295,13 +287,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
           continue;
         }
         const sent = await ledger.nats('send', deadline, () =>
-          call(`${prefix}.v1.send`, {
-            req_id: reqId,
-            prefill_host: '127.0.0.1',
-            embedding_port: rx.port,
-            receive_count: 1,
-            timeout_ms: deadline,
-          }),
+          sendOf(reqId, { receive_count: 1, timeout_ms: deadline }),
         );
         note('send', reqId, sent);
         if (!sent || sent.err) {
@@ -330,12 +316,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     const held = Array.from({ length: 5 }, () => id('held'));
     for (const reqId of held) {
       expect((await encodeOn(a, reqId, [images[0]!])).err).toBeUndefined();
-      const first = await call(`${prefix}.v1.send`, {
-        req_id: reqId,
-        prefill_host: '127.0.0.1',
-        embedding_port: rx.port,
-        receive_count: 2,
-      });
+      const first = await sendOf(reqId, { receive_count: 2 });
       expect(first.err).toBeUndefined();
     }
     const workers = [0, 1, 2].map(client);
@@ -356,12 +337,7 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     running = false;
     await Promise.all(workers);
     for (const reqId of held) {
-      const last = await call(`${prefix}.v1.send`, {
-        req_id: reqId,
-        prefill_host: '127.0.0.1',
-        embedding_port: rx2.port,
-        receive_count: 2,
-      });
+      const last = await sendOf(reqId, { receive_count: 2 }, rx2.port);
       expect(last.err).toBeUndefined();
       expect(sha(second.get(reqId)!)).toBe(sha(frames.get(reqId)!));
     }
