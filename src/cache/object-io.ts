@@ -1,12 +1,12 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { Base64UrlPaddedCodec, type ObjectInfo } from '@nats-io/obj';
 import { headers, nuid } from '@nats-io/transport-node';
-import { metaSubjectOf } from './object-layout';
+import { chunkSubjectOf, metaSubjectOf, streamOf } from './object-layout';
 
 /**
  * Objects in JetStream Object Store buckets, written and read by hand in the Object
- * Store's own layout (so `nats object get` and nats.js read what this writes, and the
- * other way round). The library's put publishes one chunk per ack and hashes in
+ * Store's own layout (nats.js's reader reads what this writes, digest checked: tested).
+ * The library's put publishes one chunk per ack and hashes in
  * JavaScript on the event loop (about 10 ms per MiB here, which the encodes sharing the
  * loop paid for); its get opens a consumer per object and hashes again: measured, a store
  * hit was slower than a cold encode of a 448x448 image that way.
@@ -21,22 +21,22 @@ export class ObjectIo {
 
   /**
    * An object's bytes and metadata through JetStream direct gets: its metadata message,
-   * then its chunks (all at once when they are contiguous, else one by one). The library's get starts a consumer per
-   * object and hashes it in JavaScript: a store hit measured slower than a cold encode of a
-   * 448x448 image that way (bench/results/object-store.md). The bytes are checked against
-   * the sha256 of our own metadata instead (rowsOfObject). A missing chunk reads as corrupt.
+   * then its chunks (all at once when they are contiguous, else one by one). The bytes
+   * are checked by the caller against the sha256 in the metadata (rowsOfObject). A
+   * missing chunk, or sizes that disagree, throw "corrupt object".
    */
   async read(
     bucket: string,
     name: string,
   ): Promise<{ bytes: Uint8Array; meta?: Record<string, string> } | undefined> {
-    const jsm = this.jsm;
-    const stream = `OBJ_${bucket}`;
-    const last = await jsm.direct.getMessage(stream, { last_by_subj: metaSubjectOf(bucket, name) });
+    const stream = streamOf(bucket);
+    const last = await this.jsm.direct.getMessage(stream, {
+      last_by_subj: metaSubjectOf(bucket, name),
+    });
     if (!last) return undefined;
     const info = last.json<ObjectInfo>();
     if (info.deleted || !info.nuid) return undefined;
-    const chunks = `$O.${bucket}.C.${info.nuid}`;
+    const chunks = chunkSubjectOf(bucket, info.nuid);
     const parts =
       (await this.contiguous(stream, chunks, last.seq, info.chunks)) ??
       (await this.oneByOne(stream, chunks, info.chunks));
@@ -89,9 +89,8 @@ export class ObjectIo {
 
   /**
    * Writes one object: its chunks published at once, `digest` (its sha256) as the Object
-   * Store records it, and
-   * the metadata message (a rollup of its subject) last. Until it lands, readers see the
-   * previous version, whose chunks are purged after.
+   * Store records it, and the metadata message (a rollup of its subject) last. Until it
+   * lands, readers see the previous version, whose chunks are purged after.
    */
   async write(
     bucket: string,
@@ -101,11 +100,11 @@ export class ObjectIo {
     digest: Buffer,
   ): Promise<void> {
     const { js, jsm } = this;
-    const stream = `OBJ_${bucket}`;
+    const stream = streamOf(bucket);
     const metaSubject = metaSubjectOf(bucket, name);
     const old = await jsm.direct.getMessage(stream, { last_by_subj: metaSubject });
     const id = nuid.next();
-    const chunkSubject = `$O.${bucket}.C.${id}`;
+    const chunkSubject = chunkSubjectOf(bucket, id);
     const size = this.chunkBytes;
     const chunks = Math.ceil(data.length / size);
     try {
@@ -139,7 +138,7 @@ export class ObjectIo {
     const previous = old?.json<ObjectInfo>().nuid;
     if (previous) {
       await jsm.streams
-        .purge(stream, { filter: `$O.${bucket}.C.${previous}` })
+        .purge(stream, { filter: chunkSubjectOf(bucket, previous) })
         .catch(() => undefined);
     }
   }
@@ -149,12 +148,12 @@ export class ObjectIo {
    * purged (the library's delete keeps a marker). False when there was none.
    */
   async remove(bucket: string, name: string): Promise<boolean> {
-    const stream = `OBJ_${bucket}`;
+    const stream = streamOf(bucket);
     const subject = metaSubjectOf(bucket, name);
     const last = await this.jsm.direct.getMessage(stream, { last_by_subj: subject });
     const id = last?.json<ObjectInfo>().nuid;
     if (!last || !id) return false;
-    await this.jsm.streams.purge(stream, { filter: `$O.${bucket}.C.${id}` });
+    await this.jsm.streams.purge(stream, { filter: chunkSubjectOf(bucket, id) });
     await this.jsm.streams.purge(stream, { filter: subject });
     return true;
   }

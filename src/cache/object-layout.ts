@@ -31,9 +31,11 @@ export function chunkBytesFor(maxPayload: number): number {
   return Math.max(64 * 1024, Math.min(512 * 1024, maxPayload - 64 * 1024));
 }
 
-/** The subject of an object's metadata message (the Object Store's layout). */
+/** A bucket's stream, and the subjects of an object's metadata and chunks (the Object Store's layout). */
+export const streamOf = (bucket: string) => `OBJ_${bucket}`;
 export const metaSubjectOf = (bucket: string, name: string) =>
   `$O.${bucket}.M.${Base64UrlPaddedCodec.encode(name)}`;
+export const chunkSubjectOf = (bucket: string, nuid: string) => `$O.${bucket}.C.${nuid}`;
 const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex');
 /** The sha256 of rows' bytes: the object's digest, and the checksum in its metadata. */
 export const digestOf = (bytes: Uint8Array): Buffer => createHash('sha256').update(bytes).digest();

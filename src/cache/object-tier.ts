@@ -3,11 +3,12 @@ import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jet
 import { Objm, StorageType } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { backoffMs, sleep } from '../common/backoff';
 import { Clock } from '../common/clock';
 import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
-import { StoreConfigError } from '../meta-registry/meta-store';
+import { settingsMismatch, StoreConfigError } from '../meta-registry/meta-store';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import type { CacheEntry } from './embedding-cache';
 import { ObjectIo } from './object-io';
@@ -17,6 +18,7 @@ import {
   digestOf,
   objectMetadata,
   rowsOfObject,
+  streamOf,
   type StoredRows,
 } from './object-layout';
 
@@ -85,6 +87,8 @@ export class ObjectTier implements OnApplicationBootstrap {
   private readonly queue: CacheEntry[] = [];
   private queuedKeys = new Set<string>();
   private writing = false;
+  /** A write shifted off the queue and under way (it counts as queued until it ends). */
+  private putting = false;
   private flushing = false;
   private onDrained?: () => void;
   private observer?: Observer;
@@ -150,7 +154,7 @@ export class ObjectTier implements OnApplicationBootstrap {
           return;
         }
         if (this.nats.stoppedBeforeConnect) return;
-        const delay = Math.min(5_000, 200 * 2 ** Math.min(attempt, 5));
+        const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
         this.logger.warn(
           { bucket: this.bucket, err: (err as Error).message, retryInMs: delay },
           'cannot open the object store yet; retrying',
@@ -188,6 +192,15 @@ export class ObjectTier implements OnApplicationBootstrap {
     return this.opening;
   }
 
+  /** The buckets open by `deadline` (epoch ms), or an error saying they are not. */
+  private openBy(deadline: number): Promise<void> {
+    return withTimeout(
+      this.open(),
+      Math.max(1, deadline - this.clock.now()),
+      () => new Error('object store not open'),
+    );
+  }
+
   /** One bucket, created with our settings if missing; an existing one must have them. */
   private async bucketOf(
     nc: NatsConnection,
@@ -197,7 +210,7 @@ export class ObjectTier implements OnApplicationBootstrap {
     ageSetting: string,
   ): Promise<void> {
     const { objMaxBytes, objReplicas } = this.config.cache;
-    const stream = `OBJ_${name}`;
+    const stream = streamOf(name);
     const existing = await jsm.streams.info(stream).catch((err: Error) => {
       if (/stream not found/i.test(err.message)) return undefined;
       throw err;
@@ -210,13 +223,12 @@ export class ObjectTier implements OnApplicationBootstrap {
         replicas: c.num_replicas,
       };
       const want = { maxBytes: objMaxBytes, maxAgeMs, replicas: objReplicas };
-      const wrong = (Object.keys(want) as (keyof typeof want)[]).filter((k) => have[k] !== want[k]);
-      if (wrong.length > 0) {
+      const wrong = settingsMismatch(have, want);
+      if (wrong) {
         throw new StoreConfigError(
-          `object store bucket ${name} exists with other settings (${wrong
-            .map((k) => `${k} ${have[k]}, want ${want[k]}`)
-            .join('; ')}): EPD_OBJ_MAX_BYTES, ${ageSetting} and EPD_OBJ_REPLICAS must match ` +
-            `every instance sharing it; delete the bucket or use another EPD_OBJ_BUCKET`,
+          `object store bucket ${name} exists with other settings (${wrong}): ` +
+            `EPD_OBJ_MAX_BYTES, ${ageSetting} and EPD_OBJ_REPLICAS must match every instance ` +
+            `sharing it; delete the bucket or use another EPD_OBJ_BUCKET`,
         );
       }
     }
@@ -254,7 +266,7 @@ export class ObjectTier implements OnApplicationBootstrap {
       this.counters.bytesRead += rows.bytes;
       return { key, ...rows, hits: 0 };
     } catch (err) {
-      // A digest the library found wrong is a corrupt object; anything else, the store's.
+      // Chunks or sizes that disagree (ObjectIo) are a corrupt object; anything else, the store's.
       const corrupt = /corrupt|digest/i.test((err as Error).message);
       if (!corrupt) this.logger.debug({ key, err: (err as Error).message }, 'object store read');
       return this.missed(corrupt ? 'corrupt' : 'error');
@@ -309,12 +321,13 @@ export class ObjectTier implements OnApplicationBootstrap {
     try {
       while (this.queue.length > 0) {
         if (!this.mayWrite() && !this.flushing) {
-          await new Promise((r) => setTimeout(r, IDLE_POLL_MS));
+          await sleep(IDLE_POLL_MS);
           continue;
         }
         const entry = this.queue.shift()!;
         this.queuedKeys.delete(entry.key);
         const dtype = this.config.encoder.stagingDtype;
+        this.putting = true;
         try {
           await this.put(this.bucket, entry.key, { ...entry, dtype });
           this.counters.writes.ok++;
@@ -325,6 +338,8 @@ export class ObjectTier implements OnApplicationBootstrap {
             { key: entry.key, bucket: this.bucket, err: (err as Error).message },
             'could not write a cached embedding to the object store',
           );
+        } finally {
+          this.putting = false;
         }
       }
     } finally {
@@ -335,7 +350,6 @@ export class ObjectTier implements OnApplicationBootstrap {
     }
   }
 
-  /** Writes one object (ObjectIo), bounded by WRITE_BOUND_MS. */
   /**
    * Writes one object (ObjectIo) within `boundMs`. `abandoned`: what to do with the object
    * if the bound passes and the write lands after all (a handed-off embedding nobody will
@@ -385,11 +399,7 @@ export class ObjectTier implements OnApplicationBootstrap {
    * it could not. A write that lands after `until` is deleted: nobody will take it over.
    */
   async handOff(staged: HandedOff, until: number): Promise<void> {
-    await withTimeout(
-      this.open(),
-      Math.max(1, until - this.clock.now()),
-      () => new Error('object store not open'),
-    );
+    await this.openBy(until);
     try {
       await this.put(
         this.stagedBucket,
@@ -418,7 +428,7 @@ export class ObjectTier implements OnApplicationBootstrap {
 
   /** A handed-off embedding, or undefined when it is not (or no longer, or not intact) there. */
   async takeOver(reqId: string, deadline: number): Promise<HandedOff | undefined> {
-    await this.open();
+    await this.openBy(deadline);
     const bound = Math.max(1, deadline - this.clock.now());
     const started = performance.now();
     const found = await withTimeout(
@@ -477,7 +487,7 @@ export class ObjectTier implements OnApplicationBootstrap {
       open: this.io !== undefined,
       reads: { ...c.reads },
       writes: { ...c.writes },
-      queued: this.queue.length + (this.writing ? 1 : 0),
+      queued: this.queue.length + (this.putting ? 1 : 0),
       write_queue_max: this.config.cache.objWriteQueue,
       bytes_written: c.bytesWritten,
       bytes_read: c.bytesRead,

@@ -1,4 +1,5 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { sleep } from '../common/backoff';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
@@ -180,7 +181,10 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const started = this.clock.now();
     const until = started + this.config.shutdown.drainMs;
     // Sends and encodes still running end first (half the budget at most): their acks count.
-    await this.quiet(started + this.config.shutdown.drainMs / 2);
+    await this.whileBusy(
+      () => this.states.list().some((s) => s.busy),
+      started + this.config.shutdown.drainMs / 2,
+    );
     const toHand = this.states.list().filter((s) => this.wanted(s));
     let written = 0;
     let lost = 0;
@@ -222,10 +226,9 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     }
   }
 
-  private async quiet(until: number): Promise<void> {
-    while (this.states.list().some((s) => s.busy) && this.clock.now() < until) {
-      await new Promise((r) => setTimeout(r, BUSY_POLL_MS));
-    }
+  /** Waits while `busy()` holds, until `until` (epoch ms) at most. */
+  private async whileBusy(busy: () => boolean, until: number): Promise<void> {
+    while (busy() && this.clock.now() < until) await sleep(BUSY_POLL_MS);
   }
 
   /** Staged, not released, and not yet delivered to every receiver it expects. */
@@ -244,9 +247,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const reqId = state.reqId;
     try {
       for (;;) {
-        while (state.busy && this.clock.now() < until) {
-          await new Promise((r) => setTimeout(r, BUSY_POLL_MS));
-        }
+        await this.whileBusy(() => state.busy, until);
         const emb = state.embedding;
         if (!emb || !this.wanted(state)) return 'done';
         if (state.busy) return 'lost'; // a send still running at EPD_DRAIN_MS
@@ -310,9 +311,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
 
   /** A send still running on a handed-off state: if it completes the delivery, its object goes. */
   private async afterSends(state: ReqState, until: number): Promise<void> {
-    while (state.busy && this.clock.now() < until) {
-      await new Promise((r) => setTimeout(r, BUSY_POLL_MS));
-    }
+    await this.whileBusy(() => state.busy, until);
     if (state.complete) await this.drop(state.reqId);
   }
 }

@@ -11,7 +11,13 @@ import { MMError } from '../common/errors/mm-error';
 import type { AppConfig } from '../config/app-config';
 import type { NatsConnectionService } from '../transport/nats-connection.service';
 import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
-import { MetaStore, StoreConfigError, type StoreStats, type StoredMeta } from './meta-store';
+import {
+  MetaStore,
+  settingsMismatch,
+  StoreConfigError,
+  type StoreStats,
+  type StoredMeta,
+} from './meta-store';
 
 const STORE = 'jetstream';
 /** A JetStream API call's own bound; a wait is bounded by its deadline as well. */
@@ -202,13 +208,12 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
         maxEntries: uncapped ? maxEntries : c.max_msgs,
       };
       const want = { ttlMs: ttl, replicas: kvReplicas, history: 1, maxEntries };
-      const wrong = (Object.keys(want) as (keyof typeof want)[]).filter((k) => have[k] !== want[k]);
-      if (wrong.length > 0) {
+      const wrong = settingsMismatch(have, want);
+      if (wrong) {
         throw new StoreConfigError(
-          `KV bucket ${kvBucket} exists with other settings (${wrong
-            .map((k) => `${k} ${have[k]}, want ${want[k]}`)
-            .join('; ')}): EPD_SEND_TIMEOUT_MS, EPD_KV_REPLICAS and EPD_REGISTRY_MAX_ENTRIES ` +
-            `must match every instance sharing it; delete the bucket or use another EPD_KV_BUCKET`,
+          `KV bucket ${kvBucket} exists with other settings (${wrong}): EPD_SEND_TIMEOUT_MS, ` +
+            `EPD_KV_REPLICAS and EPD_REGISTRY_MAX_ENTRIES must match every instance sharing it; ` +
+            `delete the bucket or use another EPD_KV_BUCKET`,
         );
       }
     }

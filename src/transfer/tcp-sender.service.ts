@@ -1,5 +1,6 @@
 import { Clock } from '../common/clock';
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { sleep } from '../common/backoff';
 import { connect, type Socket } from 'node:net';
 import { EmbeddingTransport, endpointKey, type Endpoint } from './embedding-transport';
 import { encodeHeader, type Ack, type FrameHeader } from './frame';
@@ -241,7 +242,7 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnApplicat
     const until = this.clock.now() + SETTLE_MS;
     const busy = () =>
       this.connecting.size > 0 || [...this.pool.values()].some((c) => c.pending.length > 0);
-    while (busy() && this.clock.now() < until) await new Promise((r) => setTimeout(r, 10));
+    while (busy() && this.clock.now() < until) await sleep(10);
     for (const c of [...this.pool.values()]) c.fail(new TransferError('shutting down'));
   }
 }
