@@ -278,7 +278,13 @@ export const METRICS = spec({
   },
   epd_encoder_nats_step_outs_total: {
     type: 'counter',
-    help: 'Times this process withdrew from the queue group of the shared subjects while shedding (EPD_OVERLOAD_STEP_OUT); NATS routed their calls elsewhere, or answered 503 no responders, meanwhile',
+    help: 'Times this process withdrew from the queue group of the shared subjects while shedding (EPD_OVERLOAD_STEP_OUT); NATS routed their calls to the instances that stayed in meanwhile',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_nats_step_outs_refused_total: {
+    type: 'counter',
+    help: 'Times this process would have stepped out of the queue group but stayed in: no other live instance was known to stay in (a lone instance, or the roster anchor, never steps out)',
     labels: [],
     sglang: 'none',
   },

@@ -15,6 +15,9 @@ export class TransportMetrics extends OwnedMetrics {
     this.ownTotals('epd_encoder_nats_step_outs_total', () => ({
       all: membership.stats.stepOuts,
     }));
+    this.ownTotals('epd_encoder_nats_step_outs_refused_total', () => ({
+      all: membership.stats.stayedIn,
+    }));
     this.ownTotals('epd_encoder_nats_out_of_group_seconds_total', () => ({
       all: membership.stats.outMs / 1000,
     }));

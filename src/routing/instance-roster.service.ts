@@ -14,18 +14,11 @@ import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
+import { EpdNatsServer } from '../transport/epd-nats.server';
 import type { LoadSnapshot } from '../common/load';
+import { parseRosterEntry, type InstanceInfo } from './roster-entry';
 
-export interface InstanceInfo {
-  id: string;
-  rank: number;
-  pid: number;
-  host: string;
-  http_url: string;
-  started_at: number;
-  /** What the instance measured of its load, as of this heartbeat (the autoscaling signal). */
-  load?: LoadSnapshot;
-}
+export type { InstanceInfo } from './roster-entry';
 
 export interface InstanceView extends InstanceInfo {
   last_heartbeat_ms_ago: number;
@@ -74,8 +67,11 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     private readonly clock: Clock,
     private readonly role: ProcessRole,
     readiness: Readiness,
+    server: EpdNatsServer,
   ) {
     this.startedAt = clock.now();
+    // A lone instance, or the anchor, never steps out of the queue group (anotherStaysIn).
+    server.membership.stepOutWhen(() => this.anotherStaysIn());
     // Peers route calls here by the roster: serve once this instance is in it.
     if (this.enabled)
       readiness.require('instance roster', new Promise<void>((r) => (this.listed = r)));
@@ -125,7 +121,14 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
       }
     }
     await this.beat();
-    this.timer = setInterval(() => void this.beat(), this.config.instance.heartbeatMs);
+    // beat() catches its own failures; nothing a timer runs may end the process.
+    this.timer = setInterval(
+      () =>
+        void this.beat().catch((err: unknown) =>
+          this.logger.error({ err: (err as Error).message }, 'heartbeat failed'),
+        ),
+      this.config.instance.heartbeatMs,
+    );
     this.timer.unref();
     void this.watch();
   }
@@ -202,15 +205,19 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
             this.seen.delete(e.key); // left on shutdown
             continue;
           }
-          try {
-            const info = JSON.parse(Buffer.from(e.value).toString('utf8')) as InstanceInfo;
-            // A live beat counts from now (no clock skew between hosts); a stored one
-            // replayed at start from when it was written.
-            const at = e.isUpdate ? this.clock.now() : e.created.getTime();
-            this.seen.set(e.key, { info, at });
-          } catch {
-            // not a roster entry: ignore
+          // Anyone who may write the bucket may write anything: a value that is not a roster
+          // entry (a `null` put once stopped every instance) is logged and ignored.
+          const info = parseRosterEntry(e.key, e.value);
+          if (!info) {
+            this.rejected++;
+            this.logger.warn({ key: e.key.slice(0, 128) }, 'roster: ignored an invalid entry');
+            this.seen.delete(e.key);
+            continue;
           }
+          // A live beat counts from now (no clock skew between hosts); a stored one
+          // replayed at start from when it was written.
+          const at = e.isUpdate ? this.clock.now() : e.created.getTime();
+          this.seen.set(e.key, { info, at });
           this.prune();
         }
       } catch (err) {
@@ -260,12 +267,27 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     if (entry?.operation !== 'PUT') return false;
     const at = entry.created.getTime();
     if (this.clock.now() - at >= this.ttlMs) return false;
-    try {
-      this.seen.set(id, { info: entry.json<InstanceInfo>(), at });
-    } catch {
-      return false;
-    }
+    const info = parseRosterEntry(id, entry.value);
+    if (!info) return false;
+    this.seen.set(id, { info, at });
     return true;
+  }
+
+  /** Roster values ignored because they were not valid entries (see parseRosterEntry). */
+  rejected = 0;
+
+  /**
+   * Whether another member of the shared subjects' queue group stays in it while this
+   * instance steps out (QueueGroupMembership): the live instance with the smallest id is
+   * the anchor and never steps out, so the group is never left empty by shedding. Without
+   * the roster (one instance, or a DP worker), or while the roster cannot be trusted,
+   * nobody else is known: no.
+   */
+  anotherStaysIn(): boolean {
+    if (!this.enabled || !this.trustworthy) return false;
+    const self = this.config.instance.id;
+    for (const id of this.seen.keys()) if (id < self && this.heardFrom(id)) return true;
+    return false;
   }
 
   list(): InstanceView[] {

@@ -1,4 +1,4 @@
-import { Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { LoadSource, type LoadSnapshot } from '../common/load';
 import { AppConfig } from '../config/app-config';
@@ -38,6 +38,7 @@ const NO_LOAD: LoadSnapshot = {
  */
 @Injectable()
 export class ScalingService implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('Scaling');
   private readonly history: Recommendation[] = [];
   private timer?: NodeJS.Timeout;
   private last?: ScalingView;
@@ -61,7 +62,15 @@ export class ScalingService implements OnModuleInit, OnModuleDestroy {
 
   onModuleInit(): void {
     this.roster.reportLoad(() => this.load.snapshot());
-    this.timer = setInterval(() => this.compute(), this.config.instance.heartbeatMs);
+    // Nothing a timer runs may end the process (a bare throw here once stopped every
+    // instance of a cluster): a failed computation is logged, the last decision kept.
+    this.timer = setInterval(() => {
+      try {
+        this.compute();
+      } catch (err) {
+        this.logger.error({ err: (err as Error).message }, 'scaling decision not computed');
+      }
+    }, this.config.instance.heartbeatMs);
     this.timer.unref();
   }
 

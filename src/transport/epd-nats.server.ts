@@ -11,6 +11,7 @@ import { ServerNats } from '@nestjs/microservices';
 import type { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import type { Readiness } from '../common/readiness';
+import type { Clock } from '../common/clock';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
 import { CallLedger } from './call-ledger';
 import {
@@ -78,6 +79,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
     config: AppConfig,
     private readonly role: ProcessRole,
     private readonly readiness: Readiness,
+    clock: Clock,
   ) {
     super({
       queue: config.nats.queueGroup,
@@ -89,8 +91,15 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
     });
     this.nats = nats;
     this.config = config;
-    this.gate = new OverloadGate(config.overload.queueMs, config.overload.maxQueued);
-    this.membership = new QueueGroupMembership(Math.max(config.overload.queueMs, 1));
+    this.gate = new OverloadGate(
+      config.overload.queueMs,
+      config.overload.maxQueued,
+      () => clock.elapsed(),
+      () => clock.now(),
+    );
+    this.membership = new QueueGroupMembership(Math.max(config.overload.queueMs, 1), () =>
+      clock.elapsed(),
+    );
     if (config.overload.stepOut) this.gate.stepOut = this.membership;
   }
 

@@ -23,7 +23,7 @@ describe('OverloadGate', () => {
   const clock = () => now;
 
   it('passes every call through in order when nothing waits, and drains to zero', async () => {
-    const gate = new OverloadGate(100, 1000, clock);
+    const gate = new OverloadGate(100, 1000, clock, clock);
     const seen: string[] = [];
     const h = gate.wrap('wait_metadata', (_e, m) => seen.push(m.string()));
     for (let i = 0; i < 5; i++) h(null, msg(`{"req_id":"r${i}"}`));
@@ -33,7 +33,7 @@ describe('OverloadGate', () => {
   });
 
   it('answers 503 overloaded at once when the oldest queued call has waited too long', async () => {
-    const gate = new OverloadGate(100, 1000, clock);
+    const gate = new OverloadGate(100, 1000, clock, clock);
     const handled: string[] = [];
     const h = gate.wrap('wait_metadata', (_e, m) => handled.push(m.string()));
     now = 1000;
@@ -65,8 +65,8 @@ describe('OverloadGate', () => {
   });
 
   it('never sheds release, events without a reply subject, or anything when off', async () => {
-    const gate = new OverloadGate(100, 1000, clock);
-    const off = new OverloadGate(0, 1000, clock);
+    const gate = new OverloadGate(100, 1000, clock, clock);
+    const off = new OverloadGate(0, 1000, clock, clock);
     let handled = 0;
     const release = gate.wrap('release', () => handled++);
     const wait = gate.wrap('wait_metadata', () => handled++);
@@ -83,7 +83,7 @@ describe('OverloadGate', () => {
   });
 
   it('bounds the queue by count, whatever the age', async () => {
-    const gate = new OverloadGate(10_000, 3, clock);
+    const gate = new OverloadGate(10_000, 3, clock, clock);
     const h = gate.wrap('send', () => undefined);
     // One handled at once, three queued, two shed.
     const msgs = Array.from({ length: 5 }, () => msg('not json'));
@@ -98,7 +98,7 @@ describe('OverloadGate', () => {
   });
 
   it('echoes ids as written when plainly valid, decodes escapes, and gives null for invalid JSON', () => {
-    const gate = new OverloadGate(100, 1, clock);
+    const gate = new OverloadGate(100, 1, clock, clock);
     const h = gate.wrap('wait_metadata', () => undefined);
     h(null, msg('{}')); // handled at once
     h(null, msg('{}')); // queued: the queue is now full, so the next calls are shed
@@ -112,5 +112,72 @@ describe('OverloadGate', () => {
       h(null, m);
       expect(JSON.parse(m.answers[0]!)).toMatchObject({ err: { code: 503, req_id: expected } });
     }
+  });
+
+  it('never sheds a publish or a release, however deep the queue', async () => {
+    const gate = new OverloadGate(100, 1000, clock, clock);
+    const handled: string[] = [];
+    const wait = gate.wrap('wait_metadata', (_e, m) => handled.push(m.string()));
+    const publish = gate.wrap('publish_metadata', (_e, m) => handled.push(m.string()));
+    now = 10_000;
+    wait(null, msg('{"req_id":"a"}'));
+    wait(null, msg('{"req_id":"b"}'));
+    now = 20_000; // the queued wait has waited 10 s
+    const p = msg('{"req_id":"b","metadata":{"error":"x"}}');
+    publish(null, p);
+    const w = msg('{"req_id":"c"}');
+    wait(null, w);
+    expect(p.answers).toEqual([]);
+    expect(JSON.parse(w.answers[0]!)).toMatchObject({ err: { type: 'overloaded' } });
+    await tick();
+    expect(handled).toHaveLength(3);
+    expect(gate.stats.shed).toEqual({ wait_metadata: 1 });
+  });
+
+  it('queues a call past EPD_OVERLOAD_QUEUE_MS while it is within half its own declared budget (at most 8x the bound)', async () => {
+    const gate = new OverloadGate(100, 100_000, clock, clock);
+    const handled: string[] = [];
+    const h = gate.wrap('wait_metadata', (_e, m) => handled.push(m.string()));
+    now = 50_000;
+    h(null, msg('{"req_id":"first"}'));
+    h(null, msg('{"req_id":"queued"}'));
+    now = 50_300; // the oldest queued has waited 300 ms: 3x the bound
+    const long = msg('{"req_id":"long","timeout_ms":15000}'); // may wait min(7.5 s, 800 ms)
+    const short = msg('{"req_id":"short","timeout_ms":1000}'); // may wait 500 ms
+    const none = msg('{"req_id":"none"}'); // declares nothing: the bound
+    h(null, long);
+    h(null, short);
+    h(null, none);
+    expect(long.answers).toEqual([]);
+    expect(short.answers).toEqual([]);
+    expect(JSON.parse(none.answers[0]!)).toMatchObject({ err: { type: 'overloaded' } });
+    now = 50_700; // 700 ms: past the 1 s caller's half, within the 15 s caller's cap
+    const short2 = msg('{"req_id":"short2","timeout_ms":1000}');
+    const long2 = msg('{"req_id":"long2","timeout_ms":15000}');
+    h(null, short2);
+    h(null, long2);
+    expect(JSON.parse(short2.answers[0]!)).toMatchObject({ err: { type: 'overloaded' } });
+    expect(long2.answers).toEqual([]);
+    now = 51_000; // 1 s: past the cap of 8 x 100 ms, whatever it declares
+    const long3 = msg('{"req_id":"long3","timeout_ms":15000}');
+    h(null, long3);
+    expect(JSON.parse(long3.answers[0]!)).toMatchObject({ err: { type: 'overloaded' } });
+    // The Deadline header (epoch ms) is a declared budget too.
+    now = 50_700;
+    const headed = Object.assign(msg('{"req_id":"headed"}'), {
+      headers: { get: (k: string) => (k === 'Deadline' ? String(now + 10_000) : '') },
+    });
+    h(null, headed);
+    expect(headed.answers).toEqual([]);
+    await tick();
+    expect(gate.stats.queued).toBe(0);
+    expect(handled).toEqual([
+      '{"req_id":"first"}',
+      '{"req_id":"queued"}',
+      '{"req_id":"long","timeout_ms":15000}',
+      '{"req_id":"short","timeout_ms":1000}',
+      '{"req_id":"long2","timeout_ms":15000}',
+      '{"req_id":"headed"}',
+    ]);
   });
 });

@@ -20,6 +20,7 @@ describe('QueueGroupMembership', () => {
   it('subscribes at once, drains every member on leave, and subscribes afresh on rejoin', () => {
     const log: string[] = [];
     const m = new QueueGroupMembership(10_000, clock);
+    m.stepOutWhen(() => true);
     let n = 0;
     for (const name of ['wait_metadata', 'send']) {
       m.add(() => {
@@ -34,12 +35,12 @@ describe('QueueGroupMembership', () => {
     expect(log.slice(2)).toEqual(['drain wait_metadata#0', 'drain send#1']);
     expect(m.out).toBe(true);
     now = 130;
-    expect(m.stats).toEqual({ out: true, stepOuts: 1, outMs: 30 });
+    expect(m.stats).toEqual({ out: true, stepOuts: 1, outMs: 30, stayedIn: 0 });
     now = 150;
     m.rejoin();
     m.rejoin(); // already in: nothing more
     expect(log.slice(4)).toEqual(['subscribe wait_metadata', 'subscribe send']);
-    expect(m.stats).toEqual({ out: false, stepOuts: 1, outMs: 50 });
+    expect(m.stats).toEqual({ out: false, stepOuts: 1, outMs: 50, stayedIn: 0 });
     expect(m.out).toBe(false);
     // The new subscriptions are the ones drained next time.
     m.leave();
@@ -50,7 +51,8 @@ describe('QueueGroupMembership', () => {
   it('rejoins by itself after maxOutMs, and never once closed', () => {
     jest.useFakeTimers();
     const log: string[] = [];
-    const m = new QueueGroupMembership(5);
+    const m = new QueueGroupMembership(5, clock);
+    m.stepOutWhen(() => true);
     m.add(() => {
       log.push('subscribe');
       return fakeSub(log, 's');
@@ -72,10 +74,30 @@ describe('QueueGroupMembership', () => {
 
   it('has nothing to leave without members (only release, which is never withdrawn)', () => {
     expect(sheddable('release')).toBe(false);
+    expect(sheddable('publish_metadata')).toBe(false);
     expect(sheddable('wait_metadata')).toBe(true);
-    const m = new QueueGroupMembership(5);
+    const m = new QueueGroupMembership(5, clock);
+    m.stepOutWhen(() => true);
     m.leave();
-    expect(m.stats).toEqual({ out: false, stepOuts: 0, outMs: 0 });
+    expect(m.stats).toEqual({ out: false, stepOuts: 0, outMs: 0, stayedIn: 0 });
+  });
+
+  it('never steps out as the last member: until another is known to stay in, it stays and counts it', () => {
+    const log: string[] = [];
+    const m = new QueueGroupMembership(10_000, clock);
+    m.add(() => fakeSub(log, 'wait_metadata'));
+    m.leave(); // nobody said another member stays in: a lone instance
+    expect(m.out).toBe(false);
+    expect(log).toEqual([]);
+    let others = false;
+    m.stepOutWhen(() => others);
+    m.leave();
+    expect(m.stats).toMatchObject({ out: false, stepOuts: 0, stayedIn: 2 });
+    others = true;
+    m.leave();
+    expect(m.stats).toMatchObject({ out: true, stepOuts: 1, stayedIn: 2 });
+    expect(log).toEqual(['drain wait_metadata']);
+    m.close();
   });
 });
 
@@ -106,7 +128,7 @@ describe('OverloadGate with a step-out', () => {
   }
 
   it('steps out when the queue holds half the bound, and back in once it has drained', async () => {
-    const gate = new OverloadGate(100, 1000, clock);
+    const gate = new OverloadGate(100, 1000, clock, clock);
     const step = recorder();
     gate.stepOut = step;
     const handled: number[] = [];
@@ -129,7 +151,7 @@ describe('OverloadGate with a step-out', () => {
   });
 
   it('steps out on the first call shed, too', () => {
-    const gate = new OverloadGate(100, 2, clock);
+    const gate = new OverloadGate(100, 2, clock, clock);
     const step = recorder();
     gate.stepOut = step;
     const h = gate.wrap('wait_metadata', () => undefined);

@@ -14,6 +14,8 @@ export interface MembershipStats {
   stepOuts: number;
   /** Total time spent out of the group, ms (the current stretch included). */
   outMs: number;
+  /** Times a step-out was wanted but refused: no other member was known to stay in. */
+  stayedIn: number;
 }
 
 interface Member {
@@ -36,6 +38,11 @@ interface Member {
  * where owners are reached, and `release` stay subscribed throughout.
  *
  * `maxOutMs` bounds a stretch out of the group whatever else happens.
+ *
+ * Never as the last member: for a lone instance, stepping out is an outage (every caller
+ * gets "no responders" until it rejoins; a burst of 10,000 waits and their publishes on
+ * one instance failed whole). A step-out happens only while `othersStay` says another
+ * member stays in the group (the instance roster's anchor rule); until told, it says no.
  */
 export class QueueGroupMembership implements StepOut {
   private readonly members: Member[] = [];
@@ -45,6 +52,8 @@ export class QueueGroupMembership implements StepOut {
   private fallback?: NodeJS.Timeout;
   private stepOuts = 0;
   private outMs = 0;
+  private stayedIn = 0;
+  private othersStay: () => boolean = () => false;
 
   constructor(
     private readonly maxOutMs: number,
@@ -57,7 +66,17 @@ export class QueueGroupMembership implements StepOut {
 
   get stats(): MembershipStats {
     const current = this.isOut ? this.now() - this.since : 0;
-    return { out: this.isOut, stepOuts: this.stepOuts, outMs: Math.round(this.outMs + current) };
+    return {
+      out: this.isOut,
+      stepOuts: this.stepOuts,
+      outMs: Math.round(this.outMs + current),
+      stayedIn: this.stayedIn,
+    };
+  }
+
+  /** Who says whether another member stays in the group while this one is out. */
+  stepOutWhen(othersStay: () => boolean): void {
+    this.othersStay = othersStay;
   }
 
   /** Subscribes now, and again after each stretch out of the group. */
@@ -69,6 +88,10 @@ export class QueueGroupMembership implements StepOut {
 
   leave(): void {
     if (this.isOut || this.closed || this.members.length === 0) return;
+    if (!this.othersStay()) {
+      this.stayedIn++;
+      return;
+    }
     this.isOut = true;
     this.since = this.now();
     this.stepOuts++;

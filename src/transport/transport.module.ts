@@ -2,6 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { Readiness } from '../common/readiness';
+import { Clock } from '../common/clock';
 import { EpdNatsServer } from './epd-nats.server';
 import { NatsConnectionService } from './nats-connection.service';
 import { NatsForwarder } from './nats-forwarder';
@@ -23,13 +24,14 @@ import { ParentLink } from './parent-link';
     ParentLink,
     {
       provide: EpdNatsServer,
-      inject: [NatsConnectionService, AppConfig, ProcessRole, Readiness],
+      inject: [NatsConnectionService, AppConfig, ProcessRole, Readiness, Clock],
       useFactory: (
         nats: NatsConnectionService,
         config: AppConfig,
         role: ProcessRole,
         readiness: Readiness,
-      ) => new EpdNatsServer(nats, config, role, readiness),
+        clock: Clock,
+      ) => new EpdNatsServer(nats, config, role, readiness, clock),
     },
     {
       provide: IpcRpcServer,
