@@ -41,9 +41,15 @@ type NatsCallback = (err: Error | null, msg: Msg) => void;
 /** Receipt headers kept per dp_type (one per space a call arrived in); beyond, built per call. */
 const MAX_RECEIPT_HEADERS = 256;
 
-/** A call's id in the ledger: a tenant's own, so no other space can replay its answer. */
-function ledgerKey(space: CallSpace, callId: string): string {
-  return space.kind === 'tenant' ? `${space.tenant}/${callId}` : callId;
+/**
+ * A call's id in the ledger, scoped by its space and dp_type: a reused id on another
+ * dp_type, in another tenant or on an internal subject is another call, never answered
+ * with the first one's answer (it was: a probe on any dp_type returned any answer).
+ */
+function ledgerKey(space: CallSpace, dpType: string, callId: string): string {
+  const scope =
+    space.kind === 'tenant' || space.kind === 'invalid' ? `t.${space.tenant}` : space.kind;
+  return `${scope}/${dpType}/${callId}`;
 }
 
 /** How long a shutdown waits for the queue groups' UNSUBs to be flushed. */
@@ -69,7 +75,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
   /** This process's place in the shared subjects' queue group, withdrawn while it sheds. */
   readonly membership: QueueGroupMembership;
   /** Calls taken under the receipt protocol, so a second send of one never runs it twice. */
-  readonly calls = new CallLedger();
+  readonly calls: CallLedger;
   /** Queue-group subscriptions that are never shed (the others are in `membership`). */
   private readonly sharedSubs: Subscription[] = [];
   private readonly log = new Logger('NatsServer');
@@ -91,6 +97,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
     });
     this.nats = nats;
     this.config = config;
+    this.calls = new CallLedger(() => clock.now(), config.timeouts.reqTimeoutMs);
     this.gate = new OverloadGate(
       config.overload.queueMs,
       config.overload.maxQueued,
@@ -187,7 +194,10 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
         return receipt;
       };
       const callback = (err: Error | null, msg: Msg) => {
-        const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
+        // A call id past CallLedger.MAX_ID_CHARS is not one an honest caller sends (ours
+        // are 22 characters): the call runs once, without the receipt protocol.
+        const rawId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
+        const callId = rawId && CallLedger.acceptsId(rawId) ? rawId : undefined;
         // The subject's space, read once and only for the receipt protocol: the ledger key
         // and the receipt depend on it.
         const space =
@@ -195,7 +205,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
             ? spaceOf(prefix, msg.subject)
             : undefined;
         if (callId && space) {
-          const key = ledgerKey(space, callId);
+          const key = ledgerKey(space, dpType, callId);
           const seen = this.calls.arrive(
             key,
             Number(msg.headers!.get(DEADLINE_HEADER)) || undefined,
@@ -219,7 +229,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
         const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
         if (!callId) return;
         const space = spaceOf(prefix, msg.subject);
-        const seen = this.calls.peek(ledgerKey(space, callId));
+        const seen = this.calls.peek(ledgerKey(space, dpType, callId));
         if (seen.kind === 'answered')
           client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
         else if (seen.kind === 'running')

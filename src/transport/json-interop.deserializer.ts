@@ -62,6 +62,8 @@ export class JsonInteropDeserializer implements ConsumerDeserializer {
 
   /** Scopes a tenant's req_id in `data` (in place); the problem, if it may not enter. */
   private enterSpace(space: CallSpace, data: unknown, msg: Msg): string | undefined {
+    if (space.kind === 'invalid')
+      return `invalid tenant name ${JSON.stringify(space.tenant.slice(0, 80))}: 1-64 of A-Z a-z 0-9 _ -`;
     if (space.kind === 'internal' || typeof data !== 'object' || data === null) return;
     const p = data as { req_id?: unknown };
     if (space.kind === 'shared') return sharedReqIdProblem(p.req_id);

@@ -1,7 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import {
   createInbox,
   headers,
-  nuid,
   type Msg,
   type MsgHdrs,
   type NatsConnection,
@@ -140,7 +140,8 @@ export function requestWithReceipts(
   call: ReceiptCall,
 ): Promise<ReceiptOutcome> {
   const now = call.now ?? Date.now;
-  const callId = nuid.next();
+  // Unguessable (a nuid steps by a small increment): a call id is what a probe names.
+  const callId = randomUUID();
   const mux = muxOf(nc);
   const inbox = `${mux.prefix}.${callId}`;
   return new Promise<ReceiptOutcome>((resolve, reject) => {

@@ -73,7 +73,9 @@ export type CallSpace =
   | { kind: 'tenant'; tenant: string }
   | { kind: 'shared' }
   /** Between encoders: req_ids are already in their inner form. */
-  | { kind: 'internal' };
+  | { kind: 'internal' }
+  /** A tenant subject whose tenant token is not a tenant name: refused, never shared. */
+  | { kind: 'invalid'; tenant: string };
 
 /** The space of a call that arrived on `subject` (`prefix`: EPD_SUBJECT_PREFIX). */
 export function spaceOf(prefix: string, subject: string): CallSpace {
@@ -82,7 +84,9 @@ export function spaceOf(prefix: string, subject: string): CallSpace {
   const rest = subject.slice(head.length);
   if (rest.startsWith('t.')) {
     const tenant = rest.slice(2, rest.indexOf('.', 2));
-    if (TENANT_NAME.test(tenant)) return { kind: 'tenant', tenant };
+    // A malformed tenant once fell through to the shared space, where it saw and released
+    // shared req_ids: refused instead.
+    return TENANT_NAME.test(tenant) ? { kind: 'tenant', tenant } : { kind: 'invalid', tenant };
   }
   if (rest.startsWith('inst.')) return { kind: 'internal' };
   return { kind: 'shared' };
