@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { checkItemCount } from '../preprocess/request-caps';
 import { Errors } from '../../common/errors/error-catalogue';
 import { AppConfig } from '../../config/app-config';
 import { ProfilerService } from '../../profiling/profiler.service';
@@ -50,6 +51,9 @@ export class EncodeAdmission {
    * already in flight. The ticket goes to settle().
    */
   admit(modality: Modality, reqId: string, items: number): number {
+    // Before anything is counted: one ~1 MB request of many items, answered 413, once took
+    // the cluster's desired encoders from 1 to 5 and held it there.
+    checkItemCount(items, this.config.encoder, reqId);
     const max = this.config.encoder.maxPending;
     if (this.pending >= max) {
       this.load.refused(items);
