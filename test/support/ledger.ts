@@ -169,12 +169,15 @@ export async function leftBehind(
   reqIds: readonly string[],
   headers: Record<string, string> = {},
 ): Promise<number> {
-  const registry = (await (
-    await fetch(`${url}/admin/registry`, { headers })
-  ).json()) as RegistryView;
-  const requests = (await (
-    await fetch(`${url}/admin/requests`, { headers })
-  ).json()) as AdminRequests;
+  const read = async <T>(path: string): Promise<T> => {
+    const r = await fetch(`${url}${path}`, { headers });
+    if (!r.ok) throw new Error(`GET ${path}: ${r.status}`);
+    return (await r.json()) as T;
+  };
+  const registry = await read<RegistryView>('/admin/registry');
+  const requests = await read<AdminRequests>('/admin/requests');
+  if (!Number.isInteger(registry.waiters))
+    throw new Error(`GET /admin/registry: no waiter count in ${JSON.stringify(registry)}`);
   const lists = 'ranks' in requests ? requests.ranks : [requests];
   const staged = new Set(lists.flatMap((l) => l.requests.map((r) => r.req_id)));
   let count = registry.waiters;
@@ -182,6 +185,7 @@ export async function leftBehind(
     if (staged.has(id)) count++;
     const entry = await fetch(`${url}/admin/registry/${encodeURIComponent(id)}`, { headers });
     if (entry.status === 200) count++;
+    else if (entry.status !== 404) throw new Error(`GET /admin/registry/${id}: ${entry.status}`);
   }
   return count;
 }
@@ -197,12 +201,26 @@ export async function leftBehindAfterTtl(
   headers: Record<string, string> = {},
 ): Promise<number> {
   let count = Number.NaN;
+  let readError: unknown;
   // Not reaching zero is an observation here, not a failure: recordFault holds the count
-  // to its bound and reports it.
+  // to its bound and reports it. A read that fails is a failure: never a NaN that no
+  // bound catches.
   await waitFor(
-    async () => (count = await leftBehind(url, reqIds, headers)) === 0,
+    async () => {
+      try {
+        count = await leftBehind(url, reqIds, headers);
+        readError = undefined;
+      } catch (err) {
+        count = Number.NaN;
+        readError = err;
+        return false;
+      }
+      return count === 0;
+    },
     ttlMs,
     500,
   ).catch(() => undefined);
+  if (readError !== undefined || !Number.isInteger(count))
+    throw new Error(`what was left behind could not be read: ${String(readError)}`);
   return count;
 }
