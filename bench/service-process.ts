@@ -49,6 +49,8 @@ function withoutBenchSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 export async function startService(
   env: Record<string, string>,
   flags: readonly string[] = SERVICE_NODE_FLAGS,
+  /** Another build's main.js (a comparison with an earlier commit's dist/). */
+  mainJs: string = join(ROOT, 'dist', 'main.js'),
 ): Promise<{ proc: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
   const nodeArgs = [...flags];
@@ -56,7 +58,7 @@ export async function startService(
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${process.env.EPD_BENCH_PROFILE_DIR}`);
   // Extra V8/Node flags for a diagnosis run (for example `--trace-gc`), space-separated.
   nodeArgs.push(...(process.env.EPD_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean));
-  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', 'main.js')], {
+  const proc = spawn(process.execPath, [...nodeArgs, mainJs], {
     env: {
       ...SERVICE_ENV,
       ...withoutBenchSettings(process.env),
