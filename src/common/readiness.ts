@@ -6,6 +6,7 @@ import {
   type ExecutionContext,
   type NestInterceptor,
 } from '@nestjs/common';
+import { PATTERN_METADATA } from '@nestjs/microservices/constants';
 import { from, mergeMap, type Observable } from 'rxjs';
 import { Clock } from './clock';
 import { callOf, Deadlines } from './deadline';
@@ -95,12 +96,24 @@ export class Readiness {
 }
 
 /**
- * A data-plane handler (or a controller of them) whose HTTP calls wait for the process to
- * be ready, within the call's deadline, instead of meeting a store that is not open yet;
- * at the deadline, 503 `not_ready` naming what is still missing. NATS calls need no wait:
- * they reach the process only once it serves.
+ * A controller of data-plane handlers whose HTTP calls wait for the process to be ready,
+ * within the call's deadline, instead of meeting a store that is not open yet; at the
+ * deadline, 503 `not_ready` naming what is still missing. Its `@MessagePattern` handlers
+ * get no interceptor: NATS calls reach the process only once it serves, and an interceptor
+ * puts an RxJS chain around every call (part of what made the registry's per-call cost
+ * grow 1.5x, bench/results/registry-burst.md).
  */
-export const AwaitsReadiness = () => UseInterceptors(ReadinessInterceptor);
+export const AwaitsReadiness = (): ClassDecorator =>
+  ((target: { prototype: object }): void => {
+    const proto = target.prototype as Record<string, unknown>;
+    for (const key of Object.getOwnPropertyNames(proto)) {
+      const descriptor = Object.getOwnPropertyDescriptor(proto, key);
+      const handler = descriptor?.value as unknown;
+      if (key === 'constructor' || typeof handler !== 'function') continue;
+      if (Reflect.getMetadata(PATTERN_METADATA, handler) !== undefined) continue;
+      UseInterceptors(ReadinessInterceptor)(proto, key, descriptor!);
+    }
+  });
 
 @Injectable()
 export class ReadinessInterceptor implements NestInterceptor {
