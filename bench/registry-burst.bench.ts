@@ -11,7 +11,7 @@
  * EPD_BENCH_COMPARE_DIST=<an earlier build's dist/> the same is measured for that build
  * too (how the handler shape's cost moved since).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
@@ -134,8 +134,18 @@ async function main() {
         join(compare, 'main.js'),
       );
       stops.push(old.stop);
+      // Named by its commit, never by where it was built.
+      const sha = (() => {
+        try {
+          return execFileSync('git', ['-C', join(compare, '..'), 'rev-parse', '--short', 'HEAD'], {
+            encoding: 'utf8',
+          }).trim();
+        } catch {
+          return 'unknown commit';
+        }
+      })();
       targets.push({
-        label: `earlier build (${compare})`,
+        label: `the build at ${sha}`,
         pid: old.proc.pid!,
         subject: (dp) => `old.v1.${dp}`,
       });

@@ -21,6 +21,7 @@ bench() {
 lane_a() {
   bench --expose-gc --max-old-space-size=8192 dist-bench/bench/registry-scaling.bench.js
   bench dist-bench/bench/wait-metadata.bench.js
+  bench dist-bench/bench/registry-burst.bench.js
   bench dist-bench/bench/encode-throughput.bench.js
   bench dist-bench/bench/encode-cost.bench.js
   bench dist-bench/bench/send-throughput.bench.js
