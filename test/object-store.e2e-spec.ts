@@ -1,3 +1,5 @@
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { createHash } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
@@ -189,6 +191,64 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     expect(send.err).toMatchObject({ code: 503, type: 'owner_gone' });
     await stop(peer);
   }, 60_000);
+
+  it('M8: four sends to receivers that never ack do not starve the drain: every idle staged embedding is handed over', async () => {
+    // Receivers that take the frame and never ack: each send holds its state busy.
+    const silent = createServer((socket) => socket.on('data', () => undefined));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const silentPort = (silent.address() as AddressInfo).port;
+    try {
+      const a = await start('osm', { EPD_DRAIN_MS: '4000' });
+      const item = await png(5, 56);
+      const idle = Array.from({ length: 20 }, () => id('idle'));
+      const busy = Array.from({ length: 4 }, () => id('busy'));
+      for (const r of [...busy, ...idle])
+        expect((await encodeOn(a, r, [item])).err).toBeUndefined();
+      // Not awaited: they end when A stops (or at their deadline).
+      const stuck = busy.map((r) =>
+        sendOf(r, { receive_count: 1, timeout_ms: 60_000 }, silentPort, a).catch(() => undefined),
+      );
+      type Listed = { requests: { req_id: string; destinations: { status: string }[] }[] };
+      await waitFor(
+        async () =>
+          (await get<Listed>(a, '/admin/requests')).requests.filter(
+            (q) => busy.includes(q.req_id) && q.destinations.some((d) => d.status === 'sending'),
+          ).length === busy.length,
+        10_000,
+        50,
+        () => 'the four sends to the silent receiver are not all under way',
+      );
+      await stop(a);
+      // Before: none of the 20 idle ones was written, the four busy sends held every drain worker.
+      const staged = await new Objm(jetstream(nc)).open(`${objBucket}_staged`);
+      const names = new Set((await staged.list()).map((o) => o.name));
+      expect(idle.filter((r) => !names.has(r))).toEqual([]);
+      await Promise.all(stuck);
+      // Another instance takes them over on release (deleting their objects): none is left.
+      const b = await start('osm2');
+      try {
+        for (const r of idle)
+          expect((await call(`${prefix}.v1.release`, { req_id: r })).err).toBeUndefined();
+        // The four whose sends were still running at EPD_DRAIN_MS were not written: lost with
+        // A, and their release says so.
+        const busyReleases = await Promise.all(
+          busy.map(async (r) => (await call(`${prefix}.v1.release`, { req_id: r })).err?.type),
+        );
+        expect(busyReleases).toEqual(busy.map(() => 'owner_gone'));
+        const mine = new Set([...idle, ...busy]);
+        await waitFor(
+          async () => (await staged.list()).every((o) => !mine.has(o.name)),
+          10_000,
+          50,
+          () => 'objects of this test left in the staged bucket',
+        );
+      } finally {
+        await stop(b);
+      }
+    } finally {
+      await new Promise((r) => silent.close(r));
+    }
+  }, 120_000);
 
   it('a cold image in the store is not encoded again after every instance restarted; a corrupt object is a counted miss', async () => {
     const a = await start('ose');

@@ -188,7 +188,10 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const toHand = this.states.list().filter((s) => this.wanted(s));
     let written = 0;
     let lost = 0;
-    const queue = [...toHand];
+    // The idle ones first: a state whose send is still running holds a worker until the
+    // send ends or EPD_DRAIN_MS passes, and four sends to receivers that never ack once
+    // held every worker while 20 idle embeddings waited behind them and were lost.
+    const queue = [...toHand].sort((x, y) => Number(x.busy) - Number(y.busy));
     const worker = async () => {
       for (let s = queue.shift(); s; s = queue.shift()) {
         if (this.clock.now() >= until) {
