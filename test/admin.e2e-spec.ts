@@ -6,6 +6,37 @@ import { startTestApp, type TestApp } from './support/app';
 const META = { embedding_size: 8192, embedding_len: 2, embedding_dim: 1024 };
 
 describe('admin REST, docs and metrics (e2e)', () => {
+  /**
+   * M15 of "Hardening, third pass": with EPD_HTTP_TRUST_PROXY=true the per-address sign-in
+   * throttle counted the caller's X-Forwarded-For, so a new one per attempt was never
+   * throttled. Attempts from every address together are throttled too.
+   */
+  describe('with EPD_HTTP_TRUST_PROXY=true', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await startTestApp({
+        EPD_ADMIN_TOKEN: 'correct-horse-battery-staple-0123456789',
+        EPD_HTTP_TRUST_PROXY: 'true',
+      });
+    });
+    afterAll(() => t.close());
+
+    it('M15: a new X-Forwarded-For per attempt is still throttled: 429 after 60 attempts a minute', async () => {
+      const statuses: number[] = [];
+      for (let i = 0; i < 64; i++)
+        statuses.push(
+          (
+            await request(t.httpUrl)
+              .post('/admin/login')
+              .set('X-Forwarded-For', `203.0.113.${i}`)
+              .send({ token: `guess-${i}` })
+          ).status,
+        );
+      expect(statuses.slice(0, 60).every((s) => s === 401)).toBe(true);
+      expect(statuses.slice(60)).toEqual([429, 429, 429, 429]);
+    });
+  });
+
   describe('with EPD_ADMIN_TOKEN set', () => {
     let t: TestApp;
     const auth = { Authorization: 'Bearer correct-horse-battery-staple-0123456789' };

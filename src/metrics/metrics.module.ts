@@ -10,7 +10,11 @@ import { RoutingMetrics } from './routing.metrics';
 import { TransportMetrics } from './transport.metrics';
 import { MetricsGuard } from './metrics.guard';
 import { MetricsSource } from './metrics-source';
-import { DashboardController, LOGIN_ATTEMPTS_PER_MINUTE } from './dashboard/dashboard.controller';
+import {
+  DashboardController,
+  LOGIN_ATTEMPTS_PER_MINUTE,
+  LOGIN_ATTEMPTS_PER_MINUTE_ALL,
+} from './dashboard/dashboard.controller';
 import { DashboardService } from './dashboard/dashboard.service';
 
 /**
@@ -41,8 +45,18 @@ export class MetricsModule {
         prometheusModule(role === 'supervisor'),
         MetaRegistryModule,
         RoutingModule,
-        // Only the dashboard's sign-in is throttled (ThrottlerGuard on that one route).
-        ThrottlerModule.forRoot([{ ttl: 60_000, limit: LOGIN_ATTEMPTS_PER_MINUTE }]),
+        // Only the dashboard's sign-in is throttled (ThrottlerGuard on that one route): per
+        // client address, and across every address together, since behind
+        // EPD_HTTP_TRUST_PROXY the address is whatever X-Forwarded-For says.
+        ThrottlerModule.forRoot([
+          { name: 'address', ttl: 60_000, limit: LOGIN_ATTEMPTS_PER_MINUTE },
+          {
+            name: 'all',
+            ttl: 60_000,
+            limit: LOGIN_ATTEMPTS_PER_MINUTE_ALL,
+            getTracker: () => 'every-address',
+          },
+        ]),
       ],
       controllers: [DashboardController],
       providers: [

@@ -39,6 +39,12 @@ function asset(path: string): string {
 
 /** Sign-in attempts per client address and minute (ThrottlerGuard): 429 beyond. */
 export const LOGIN_ATTEMPTS_PER_MINUTE = 10;
+/**
+ * Sign-in attempts per minute from every address together: with EPD_HTTP_TRUST_PROXY the
+ * address is the caller's X-Forwarded-For, which a caller that reaches the service past
+ * the proxy chooses freely (a new one per attempt bypassed the per-address limit).
+ */
+export const LOGIN_ATTEMPTS_PER_MINUTE_ALL = 60;
 
 /**
  * The live dashboard: /admin/ui (the page), /admin/events (its Server-Sent Events), and
@@ -109,7 +115,10 @@ export class DashboardController {
   @Post('login')
   @HttpCode(204)
   @UseGuards(ThrottlerGuard)
-  @Throttle({ default: { limit: LOGIN_ATTEMPTS_PER_MINUTE, ttl: 60_000 } })
+  @Throttle({
+    address: { limit: LOGIN_ATTEMPTS_PER_MINUTE, ttl: 60_000 },
+    all: { limit: LOGIN_ATTEMPTS_PER_MINUTE_ALL, ttl: 60_000 },
+  })
   signIn(
     @Body(new ZodPipe(loginSchema, 'login request')) body: z.infer<typeof loginSchema>,
     @Req() req: Request,
