@@ -27,6 +27,7 @@ module.exports = {
       displayName: 'e2e',
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
+      setupFilesAfterEnv: ['<rootDir>/test/support/after-file.ts'],
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],

@@ -6,6 +6,7 @@ import { AppConfig } from '../../src/config/app-config';
 import { loadConfig } from '../../src/config/config.loader';
 import { MetaStore } from '../../src/meta-registry/meta-store';
 import { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
+import { leftOpen } from './left-open';
 
 export interface TestApp {
   app: INestApplication;
@@ -58,6 +59,6 @@ export async function startTestApp(
     config,
     httpUrl,
     registry: app.get(MetaRegistry),
-    close: () => app.close(),
+    close: leftOpen({ close: () => app.close() }),
   };
 }

@@ -1,3 +1,4 @@
+import { leftOpen } from './left-open';
 import { waitFor } from './wait';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -56,6 +57,7 @@ export class NatsServer {
   static async start(options: NatsServerOptions = {}): Promise<NatsServer> {
     const server = new NatsServer(options.port ?? (await freePort()), { ...options });
     await server.launch();
+    server.forget = leftOpen({ close: () => server.disposeNow() });
     return server;
   }
 
@@ -134,7 +136,15 @@ export class NatsServer {
     await this.launch();
   }
 
+  /** Set once started: dispose() through it, so that the after-file sweep skips it. */
+  private forget?: () => Promise<void>;
+
   async dispose(): Promise<void> {
+    if (this.forget) return this.forget();
+    return this.disposeNow();
+  }
+
+  private async disposeNow(): Promise<void> {
     await this.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }

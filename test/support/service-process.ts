@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { SERVICE_ENV, SERVICE_NODE_FLAGS } from '../../src/common/node-flags';
 import { freePort } from './nats-server';
 import { REPO_ROOT } from './repo-root';
+import { leftOpen } from './left-open';
 
 export const MAIN = join(REPO_ROOT, 'dist', 'main.js');
 
@@ -80,7 +81,7 @@ export async function startServiceProcess(
     rss: () => status(pid, 'VmRSS'),
     peakRss: () => status(pid, 'VmHWM'),
     resetPeak: () => writeFileSync(`/proc/${pid}/clear_refs`, '5'),
-    stop: () => stopProcess(proc),
+    stop: leftOpen({ close: () => stopProcess(proc) }),
   };
 }
 
