@@ -11,12 +11,17 @@ import { chunkSubjectOf, metaSubjectOf, streamOf } from './object-layout';
  * loop paid for); its get opens a consumer per object and hashes again: measured, a store
  * hit was slower than a cold encode of a 448x448 image that way.
  */
+/** No NATS server takes a message this large (its max_payload is at most 64 MiB). */
+const MAX_CHUNK_BYTES = 64 * 1024 * 1024;
+
 export class ObjectIo {
   constructor(
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly chunkBytes: number,
     private readonly timeoutMs: number,
+    /** The largest object read: no embedding this process could stage is larger. */
+    private readonly maxObjectBytes: number,
   ) {}
 
   /**
@@ -36,6 +41,7 @@ export class ObjectIo {
     if (!last) return undefined;
     const info = last.json<ObjectInfo>();
     if (info.deleted || !info.nuid) return undefined;
+    this.checkLayout(info);
     const chunks = chunkSubjectOf(bucket, info.nuid);
     const parts =
       (await this.contiguous(stream, chunks, last.seq, info.chunks)) ??
@@ -49,6 +55,23 @@ export class ObjectIo {
     }
     if (at !== info.size) throw new Error('corrupt object: size');
     return { bytes, meta: info.metadata };
+  }
+
+  /**
+   * Anyone who may write the bucket writes its metadata too: before a byte is allocated or
+   * a chunk asked for, the size must be one this process could have staged, and the chunk
+   * count the one the size and chunk size give (a forged `chunks` once made one read ask
+   * for the whole stream at once: +175 MB, and the connection dropped as a slow consumer).
+   */
+  private checkLayout(info: ObjectInfo): void {
+    const { size, chunks } = info;
+    const chunkSize = info.options?.max_chunk_size ?? this.chunkBytes;
+    if (!Number.isSafeInteger(size) || size < 0 || size > this.maxObjectBytes)
+      throw new Error(`corrupt object: size ${String(size)} (at most ${this.maxObjectBytes})`);
+    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1 || chunkSize > MAX_CHUNK_BYTES)
+      throw new Error(`corrupt object: chunk size ${String(chunkSize)}`);
+    if (chunks !== Math.ceil(size / chunkSize))
+      throw new Error(`corrupt object: ${String(chunks)} chunks for ${size} bytes`);
   }
 
   /**

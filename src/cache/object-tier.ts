@@ -183,6 +183,7 @@ export class ObjectTier implements OnApplicationBootstrap {
         jsm,
         chunkBytesFor(nc.info?.max_payload ?? 1024 * 1024),
         WRITE_BOUND_MS,
+        this.config.encoder.stagingMaxBytes,
       );
       this.logger.log(
         { bucket: this.bucket, staged: this.stagedBucket, objMaxBytes, objMaxAgeS, objReplicas },
