@@ -28,7 +28,7 @@ export const ERROR_TYPE_DOCS = [
   {
     types: ['not_ready'],
     code: '503',
-    when: 'an HTTP call reached an instance still starting (its metadata store, model or roster not ready) and its deadline passed first: `instance not ready to serve yet (waiting for: …)`; retry, or send it to another instance',
+    when: 'an HTTP call reached an instance still starting (its metadata store, model or roster not ready) and its deadline passed first: `instance not ready to serve yet (waiting for: …)`; retry, or send it to another instance. Also the encoder probe (`health_encode`, `/health_generate`) while the models load',
   },
   {
     types: ['owner_unreachable'],
@@ -165,7 +165,6 @@ export const ERROR_TYPE_DOCS = [
     code: '507',
     when: 'one request alone would need more working memory (decoded media and model input, planned from the headers) than `EPD_WORK_MAX_BYTES`',
   },
-  { types: ['not_ready'], code: '503', when: 'the encoder cannot encode yet (models loading)' },
   {
     types: ['already_released'],
     code: '500',
@@ -217,7 +216,17 @@ export const ERROR_TYPE_DOCS = [
   {
     types: ['no_responders', 'connection_closed'],
     code: '503',
-    when: 'raised by the SDK: no encoder serves the subject (none running, or every one out of the queue group while it sheds) / the NATS connection is closed',
+    when: 'raised by the SDK: no encoder serves the subject (none running) / the NATS connection is closed',
+  },
+  {
+    types: ['bad_gateway'],
+    code: '502',
+    when: 'raised by the SDK: the NATS request failed otherwise (`{dp_type} failed: …`), or the reply was an error in no shape of ours (`unexpected error reply from {subject}: …`)',
+  },
+  {
+    types: ['not_found'],
+    code: '404',
+    when: 'a NATS call on a subject whose dp_type has no handler: `no handler for {dp_type}`',
   },
 ] as const satisfies readonly { types: readonly string[]; code: string; when: string }[];
 
