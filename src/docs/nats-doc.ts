@@ -48,11 +48,21 @@ Every call is a NATS request with a JSON payload; the reply is JSON. \`<prefix>\
 | \`<prefix>.v1.inst.<id>.<dp_type>\` | one instance (owner routing forwards here) |
 | \`<prefix>.v1.inst.<id>.rank.<N>.<dp_type>\` | DP worker N of one instance (its supervisor dispatches here) |
 | \`<prefix>.v1.inst.<id>[.rank.<N>].cache_fetch\` | an encoding process serving cached rows to a joiner (binary stream; internal) |
+| \`<prefix>.v1.t.<tenant>.<dp_type>\` | any instance, acting in tenant \`<tenant>\`'s space (1–64 of \`A-Z a-z 0-9 _ -\`; any other name is refused 400); every dp_type but \`publish_metadata\`, \`start_profile\`, \`stop_profile\` and \`stats\` |
+| \`<prefix>.v1[.t.<tenant>].probe.<id>[.rank.<N>].<dp_type>\` | one process, looking up a call it took (receipt protocol below); it never runs one |
 
 Headers: \`traceparent\` (W3C trace context) is continued into the encoder's spans;
 \`Authorization: Bearer <token>\` is checked by \`start_profile\` / \`stop_profile\`;
-a \`deadline_ms\` or \`timeout_ms\` field bounds the work (the smaller of the two and
-EPD_REQ_TIMEOUT_MS).
+a \`deadline_ms\` or \`timeout_ms\` field, and the \`Deadline\` header (epoch ms), bound
+the work (the smallest of them and EPD_REQ_TIMEOUT_MS).
+
+The receipt protocol (opt-in; the SDK uses it): a call that carries \`Epd-Receipt: 1\` and
+an \`Epd-Call\` id (at most 128 characters; the SDK's are random UUIDs) is answered at once
+with an empty message holding \`Epd-Receipt: received\` and, in \`Epd-Probe\`, the probe
+subject where only the process that took it can be asked again; then with its answer. A
+second send of the same id on the same dp_type, in the same space, joins the first (a
+receipt) or gets its answer again; an answer is kept 5 s after it was sent, a call still
+running until its deadline plus 5 s. An id over 128 characters is run once, untracked.
 
 Errors are replied as:
 
