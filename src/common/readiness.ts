@@ -103,8 +103,9 @@ export class Readiness {
  * puts an RxJS chain around every call (part of what made the registry's per-call cost
  * grow 1.5x, bench/results/registry-burst.md).
  */
-export const AwaitsReadiness = (): ClassDecorator =>
-  ((target: { prototype: object }): void => {
+export const AwaitsReadiness =
+  (): ClassDecorator =>
+  (target: { prototype: object }): void => {
     const proto = target.prototype as Record<string, unknown>;
     for (const key of Object.getOwnPropertyNames(proto)) {
       const descriptor = Object.getOwnPropertyDescriptor(proto, key);
@@ -113,7 +114,7 @@ export const AwaitsReadiness = (): ClassDecorator =>
       if (Reflect.getMetadata(PATTERN_METADATA, handler) !== undefined) continue;
       UseInterceptors(ReadinessInterceptor)(proto, key, descriptor!);
     }
-  });
+  };
 
 @Injectable()
 export class ReadinessInterceptor implements NestInterceptor {
