@@ -27,7 +27,18 @@ const WHAT: Record<string, string> = {
   'hardening-memory.e2e-spec.ts': 'amplifying inputs, with the peak RSS they may cost',
   'hardening-inputs.e2e-spec.ts': 'oversize and malformed requests on both transports',
   'overload.e2e-spec.ts':
-    'a 20,000-call burst, stepping out of the queue group and not: every call answered (ok, 503 overloaded, or NATS no-responders), none left to time out',
+    'a 20,000-call burst, with stepping out on and off: every call answered (ok or 503 overloaded), none left to time out; a lone instance never steps out, and in a two-instance cluster the anchor stays in the queue group (0 "no responders")',
+  'registry-burst.e2e-spec.ts':
+    '2,000 and 10,000 concurrent wait_metadata calls then their publishes on one instance at its defaults: every wait its own value, nothing shed, no step-out',
+  'call-ledger.e2e-spec.ts':
+    'M3/M4/M11/M13: 900 KiB call ids, 12,000 far-deadline calls beside a long wait, a reused id on another dp_type, a malformed tenant subject',
+  'roster-poison.e2e-spec.ts':
+    'M2/M12: null, non-JSON, forged and NaN heartbeats in the roster bucket: still serving, desired_replicas unmoved',
+  'work-budget-leak.e2e-spec.ts':
+    'M1: a bad item beside 19 MiB files and downloads: the working-memory budget back to zero, the next encode served',
+  'scaling-inputs.e2e-spec.ts': 'M5: a 40,000-item request answered 413 moves no autoscaling input',
+  'run-ends-on-failure.e2e-spec.ts':
+    'a test that fails on purpose with a service and an app still running: the run reports it and ends, nothing left running',
   'soak.e2e-spec.ts':
     'long runs of encodes and waits; counts back to zero, heap ≤ 1.15× and RSS ≤ 1.25× of the warmed baseline',
   'shutdown.e2e-spec.ts': 'SIGTERM under load',
@@ -67,7 +78,7 @@ const WHAT: Record<string, string> = {
   'nats-creds.e2e-spec.ts':
     'JWT/NKey identities (.creds) refused what their JWT and account do not allow',
   'object-store.e2e-spec.ts':
-    'a rolling restart of two instances under encode/wait/send load (staged embeddings handed over through the object store), a stopped owner, a corrupted object, a full write queue',
+    'a rolling restart of two instances under encode/wait/send load (held embeddings handed over by both restarts), a stopped owner, corrupted and forged objects (M6), four never-acking sends at shutdown (M8), a full write queue',
 };
 
 function main(): void {
