@@ -97,7 +97,13 @@ async function burst(nc: NatsConnection, t: Target, n: number, tag: string): Pro
       { reply: `${inbox}.p${i}` },
     );
   await nc.flush();
-  const timedOut = await Promise.race([all.then(() => false), pause(30_000).then(() => true)]);
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = await Promise.race([
+    all.then(() => false),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(true), 30_000))),
+  ]);
+  // Cleared, or every burst's timer would hold the process open for 30 s after the run.
+  clearTimeout(timer);
   const cpu1 = mainThreadMs(t.pid);
   sub.unsubscribe();
   if (timedOut) failures += 2 * n - answered;
