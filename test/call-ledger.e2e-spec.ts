@@ -1,7 +1,6 @@
-import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import { sharedNatsUrl, uniquePrefix } from './support/app';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { requestWithReceipts } from '../src/transport/receipts';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { serviceWithClient, type ServiceProcess } from './support/service-process';
 import { waitFor } from './support/calls';
 
 const META = { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 };
@@ -11,9 +10,10 @@ const META = { embedding_size: 4096, embedding_len: 1, embedding_dim: 1024 };
  * third pass" M3, M4, M11, M13).
  */
 describe('call ledger bounds and scope (e2e, built service process)', () => {
-  const prefix = uniquePrefix();
+  let prefix: string;
   let svc: ServiceProcess;
   let nc: NatsConnection;
+  let close: () => Promise<void>;
   const ledger = async () =>
     Number(
       /^epd_encoder_nats_calls_tracked (\d+)/m.exec(
@@ -29,14 +29,9 @@ describe('call ledger bounds and scope (e2e, built service process)', () => {
   };
 
   beforeAll(async () => {
-    svc = await startServiceProcess({ EPD_NATS_URL: sharedNatsUrl(), EPD_SUBJECT_PREFIX: prefix });
-    nc = await connect({ servers: sharedNatsUrl(), maxPingOut: 10 });
+    ({ svc, nc, prefix, close } = await serviceWithClient());
   }, 60_000);
-
-  afterAll(async () => {
-    await nc?.close();
-    await svc?.stop();
-  });
+  afterAll(() => close?.());
 
   it('M3: a call id of 900 KiB is not kept (300 such calls once kept 299 MB); the call is answered', async () => {
     const before = await ledger();

@@ -1,8 +1,7 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { sharedNatsUrl, uniquePrefix } from './support/app';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { waitFor } from './support/calls';
 import { pause } from './support/wait';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { serviceWithClient, type ServiceProcess } from './support/service-process';
 
 type Answer = {
   noResponders?: true;
@@ -21,23 +20,16 @@ type Answer = {
 describe.each([2_000, 10_000])(
   'a burst of %i concurrent waits and their publishes on one instance (e2e)',
   (n) => {
-    const prefix = uniquePrefix();
     let svc: ServiceProcess;
     let nc: NatsConnection;
+    let prefix: string;
+    let close: () => Promise<void>;
 
+    // The defaults (memory store, shedding and stepping out on), as an operator runs it.
     beforeAll(async () => {
-      // The defaults (memory store, shedding and stepping out on), as an operator runs it.
-      svc = await startServiceProcess({
-        EPD_NATS_URL: sharedNatsUrl(),
-        EPD_SUBJECT_PREFIX: prefix,
-      });
-      nc = await connect({ servers: sharedNatsUrl() });
+      ({ svc, nc, prefix, close } = await serviceWithClient());
     }, 60_000);
-
-    afterAll(async () => {
-      await nc?.close();
-      await svc?.stop();
-    });
+    afterAll(() => close?.());
 
     it('answers every wait with its own value and every publish with null', async () => {
       const waits = new Map<number, Answer>();

@@ -1,11 +1,10 @@
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { sharedNatsUrl, uniquePrefix } from './support/app';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { waitFor } from './support/calls';
 import { freshBucket } from './support/kv-registry';
 import { pause } from './support/wait';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { serviceWithClient, type ServiceProcess } from './support/service-process';
 
 /**
  * Whatever is written to the roster bucket cannot stop an instance or move its autoscaling
@@ -14,26 +13,19 @@ import { startServiceProcess, type ServiceProcess } from './support/service-proc
  * heartbeat took desired_replicas from 1 to 16, and a NaN figure made it null).
  */
 describe('roster bucket values written by anyone (e2e)', () => {
-  const prefix = uniquePrefix();
   const bucket = freshBucket('poison');
   let svc: ServiceProcess;
   let nc: NatsConnection;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    svc = await startServiceProcess({
-      EPD_NATS_URL: sharedNatsUrl(),
-      EPD_SUBJECT_PREFIX: prefix,
+    ({ svc, nc, close } = await serviceWithClient({
       EPD_REGISTRY_STORE: 'jetstream',
       EPD_KV_BUCKET: bucket,
       EPD_INSTANCE_HEARTBEAT_MS: '200',
-    });
-    nc = await connect({ servers: sharedNatsUrl() });
+    }));
   }, 60_000);
-
-  afterAll(async () => {
-    await nc?.close();
-    await svc?.stop();
-  });
+  afterAll(() => close?.());
 
   it('ignores and counts invalid entries; the instance keeps serving and its signal holds', async () => {
     const kv = await new Kvm(jetstream(nc)).open(`${bucket}_instances`);

@@ -1,6 +1,5 @@
-import { sharedNatsUrl, uniquePrefix } from './support/app';
 import { encodeBody, waitFor } from './support/calls';
-import { startServiceProcess, type ServiceProcess } from './support/service-process';
+import { serviceWithClient, type ServiceProcess } from './support/service-process';
 
 /**
  * M5 of "Hardening, third pass": arrivals were counted per mm_item before EPD_MAX_ITEMS was
@@ -9,14 +8,12 @@ import { startServiceProcess, type ServiceProcess } from './support/service-proc
  */
 describe('M5: a request over EPD_MAX_ITEMS moves no autoscaling input (e2e)', () => {
   let svc: ServiceProcess;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    svc = await startServiceProcess({
-      EPD_NATS_URL: sharedNatsUrl(),
-      EPD_SUBJECT_PREFIX: uniquePrefix(),
-    });
+    ({ svc, close } = await serviceWithClient());
   }, 60_000);
-  afterAll(() => svc?.stop());
+  afterAll(() => close?.());
 
   it('answers 413 naming EPD_MAX_ITEMS, and arrivals and desired_replicas stay where they were', async () => {
     const sent = Date.now();

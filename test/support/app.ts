@@ -7,6 +7,9 @@ import { loadConfig } from '../../src/config/config.loader';
 import { MetaStore } from '../../src/meta-registry/meta-store';
 import { MetaRegistry } from '../../src/meta-registry/meta-registry.service';
 import { leftOpen } from './left-open';
+import { sharedNatsUrl, uniquePrefix } from './shared-nats';
+
+export { sharedNatsUrl, uniquePrefix };
 
 export interface TestApp {
   app: INestApplication;
@@ -14,19 +17,6 @@ export interface TestApp {
   httpUrl: string;
   registry: MetaRegistry;
   close(): Promise<void>;
-}
-
-export function sharedNatsUrl(): string {
-  const url = process.env.EPD_TEST_NATS_URL;
-  if (!url)
-    throw new Error('EPD_TEST_NATS_URL is not set: run e2e tests through jest (globalSetup)');
-  return url;
-}
-
-/** A unique subject prefix per app, so tests sharing one nats-server never cross-talk. */
-let prefixSeq = 0;
-export function uniquePrefix(): string {
-  return `t${process.pid}x${++prefixSeq}x${Math.random().toString(36).slice(2, 8)}`;
 }
 
 /**

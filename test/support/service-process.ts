@@ -6,6 +6,8 @@ import { SERVICE_ENV, SERVICE_NODE_FLAGS } from '../../src/common/node-flags';
 import { freePort } from './nats-server';
 import { REPO_ROOT } from './repo-root';
 import { leftOpen } from './left-open';
+import { sharedNatsUrl, uniquePrefix } from './shared-nats';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 
 export const MAIN = join(REPO_ROOT, 'dist', 'main.js');
 
@@ -146,5 +148,33 @@ export function instanceStarter(
     const inst = { id, svc };
     started.push(inst);
     return inst;
+  };
+}
+
+/**
+ * A service process on the shared nats-server under a fresh subject prefix (`env` over
+ * that), and a NATS connection of the test's own; `close` ends both.
+ */
+export async function serviceWithClient(env: Record<string, string> = {}): Promise<{
+  svc: ServiceProcess;
+  nc: NatsConnection;
+  prefix: string;
+  close: () => Promise<void>;
+}> {
+  const prefix = env.EPD_SUBJECT_PREFIX ?? uniquePrefix();
+  const svc = await startServiceProcess({
+    EPD_NATS_URL: sharedNatsUrl(),
+    EPD_SUBJECT_PREFIX: prefix,
+    ...env,
+  });
+  const nc = await connect({ servers: sharedNatsUrl() });
+  return {
+    svc,
+    nc,
+    prefix,
+    close: async () => {
+      await nc.close();
+      await svc.stop();
+    },
   };
 }
