@@ -523,6 +523,30 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     await stop(q);
   }, 60_000);
 
+  it('M9: the write queue holds at most EPD_CACHE_MAX_BYTES of embeddings, whatever EPD_OBJ_WRITE_QUEUE allows', async () => {
+    // Each 112x112 embedding: 16 tokens x 1024 float32 = 64 KiB. A cache budget of two
+    // of them bounds the queue at two, although 256 entries would be allowed.
+    const q = await start('osb9', {
+      EPD_OBJ_WRITE_QUEUE: '256',
+      EPD_CACHE_MAX_BYTES: String(2 * 64 * 1024),
+    });
+    const items = await Promise.all([40, 41, 42, 43, 44, 45].map((n) => png(n, 112)));
+    const reqId = id('bytes');
+    expect((await encodeOn(q, reqId, items)).err).toBeUndefined();
+    await writesSettled(q, 1);
+    const view = (await cacheView(q)).object_store!;
+    // Before: all six were queued (RSS grew with the queue, not the cache).
+    expect(view.writes.ok + view.writes.dropped).toBe(items.length);
+    expect(view.writes.ok).toBeLessThanOrEqual(2);
+    expect(view.writes.dropped).toBeGreaterThanOrEqual(4);
+    expect({ queued: view.queued, queued_bytes: view.queued_bytes }).toEqual({
+      queued: 0,
+      queued_bytes: 0,
+    });
+    expect((await call(`${prefix}.v1.release`, { req_id: reqId })).err).toBeUndefined();
+    await stop(q);
+  }, 60_000);
+
   it('refuses to start, naming the settings, when the bucket exists with others', async () => {
     // The bucket as the instances above made it (opened as it is if they did).
     await new Objm(jetstream(nc)).create(objBucket, {
