@@ -209,7 +209,6 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
           // entry (a `null` put once stopped every instance) is logged and ignored.
           const info = parseRosterEntry(e.key, e.value);
           if (!info) {
-            this.rejected++;
             this.logger.warn({ key: e.key.slice(0, 128) }, 'roster: ignored an invalid entry');
             this.seen.delete(e.key);
             continue;
@@ -272,9 +271,6 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     this.seen.set(id, { info, at });
     return true;
   }
-
-  /** Roster values ignored because they were not valid entries (see parseRosterEntry). */
-  rejected = 0;
 
   /**
    * Whether another member of the shared subjects' queue group stays in it while this

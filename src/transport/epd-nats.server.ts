@@ -194,8 +194,8 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
         return receipt;
       };
       const callback = (err: Error | null, msg: Msg) => {
-        // A call id past CallLedger.MAX_ID_CHARS is not one an honest caller sends (ours
-        // are 22 characters): the call runs once, without the receipt protocol.
+        // A call id past CallLedger.MAX_ID_CHARS is not one an honest caller sends (the
+        // SDK's are 36-character UUIDs): the call runs once, without the receipt protocol.
         const rawId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
         const callId = rawId && CallLedger.acceptsId(rawId) ? rawId : undefined;
         // The subject's space, read once and only for the receipt protocol: the ledger key
