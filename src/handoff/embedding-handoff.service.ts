@@ -8,7 +8,7 @@ import type { Modality } from '../common/kernel';
 import { AppConfig } from '../config/app-config';
 import { ObjectTier } from '../cache/object-tier';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
-import type { Owner } from '../meta-registry/meta-store';
+import type { Owner, StoredMeta } from '../meta-registry/meta-store';
 import { isErrorMeta } from '../meta-registry/meta.schema';
 import { ReqStateStore, type ReqState } from '../requests/req-state.store';
 import { OwnerRouter, type StoredOwners } from '../routing/owner-router.service';
@@ -26,6 +26,8 @@ export interface HandoffStats {
   lost: number;
   /** Taken over here from the store (another instance stopped), and still held. */
   taken: number;
+  /** Takeovers another instance won first (the call went there). */
+  lost_claims: number;
   held: number;
   /** The last drain: how long it took, and how many it wrote. */
   last_drain?: { ms: number; written: number; lost: number };
@@ -53,11 +55,11 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
   /** req_ids taken over from the store and held here: their objects go when they end. */
   private readonly held = new Set<string>();
   /** Takeovers in progress: one read per req_id, whatever number of calls ask. */
-  private readonly taking = new Map<string, Promise<void>>();
+  private readonly taking = new Map<string, Promise<Owner | undefined>>();
   private draining?: Promise<void>;
   /** Sends that were running on states handed off: the drain waits for them (afterSends). */
   private readonly sends: Promise<void>[] = [];
-  private readonly counters = { handedOff: 0, lost: 0, taken: 0 };
+  private readonly counters = { handedOff: 0, lost: 0, taken: 0, lostClaims: 0 };
   private lastDrain?: HandoffStats['last_drain'];
 
   constructor(
@@ -96,6 +98,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
       handed_off: this.counters.handedOff,
       lost: this.counters.lost,
       taken: this.counters.taken,
+      lost_claims: this.counters.lostClaims,
       held: this.held.size,
       ...(this.lastDrain ? { last_drain: this.lastDrain } : {}),
     };
@@ -105,8 +108,8 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     return this.handed.get(reqId);
   }
 
-  take(reqId: string, _owner: Owner, deadline: number): Promise<void> {
-    if (this.states.get(reqId)) return Promise.resolve();
+  take(reqId: string, _owner: Owner, deadline: number): Promise<Owner | undefined> {
+    if (this.states.get(reqId)) return Promise.resolve(undefined);
     let taking = this.taking.get(reqId);
     if (!taking) {
       taking = this.takeOnce(reqId, deadline).finally(() => this.taking.delete(reqId));
@@ -115,20 +118,34 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     return taking;
   }
 
-  private async takeOnce(reqId: string, deadline: number): Promise<void> {
-    const record = await this.registry.get(reqId);
-    const found = await this.tier.takeOver(reqId, deadline).catch((err: unknown) => {
+  takingNow(reqId: string): Promise<unknown> | undefined {
+    return this.taking.get(reqId);
+  }
+
+  /**
+   * Claims the owner record first (compare-and-set: of two instances a call reaches at
+   * once, one wins and the other forwards to it; both taking it once left two copies, one
+   * delivered after the other was released), then reads the object.
+   */
+  private async takeOnce(reqId: string, deadline: number): Promise<Owner | undefined> {
+    // A stopping instance hands over and takes nothing back: what it took would be lost.
+    if (this.draining) throw Errors.shuttingDown(reqId);
+    const claim = await this.registry.claimHanded(reqId, this.registry.self);
+    if (!claim.won) return this.takenElsewhere(reqId, claim.now);
+    const was = claim.was;
+    const found = await this.tier.takeOver(reqId, deadline).catch(async (err: unknown) => {
+      await this.unclaim(was);
       throw err instanceof MMError
         ? err
         : Errors.objectStoreUnavailable(this.tier.stagedBucket, (err as Error).message, reqId);
     });
-    if (!found || !record || isErrorMeta(record.metadata)) {
+    if (!found) {
+      await this.unclaim(was);
       throw Errors.embeddingLost(
         reqId,
         `handed over, but not in object store ${this.tier.stagedBucket}`,
       );
     }
-    if (this.states.get(reqId)) return; // taken meanwhile by a call that did not wait for us
     const acked = found.acked.map(parseEndpoint).filter((e): e is Endpoint => e !== undefined);
     this.states.adopt(
       reqId,
@@ -148,19 +165,49 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     );
     this.held.add(reqId);
     this.counters.taken++;
-    // Calls for it now come here; a waiter learns nothing new (the metadata is the same).
-    await this.registry
-      .publish(reqId, record.metadata, record.partIdx, this.registry.self, deadline)
-      .catch((err: unknown) =>
-        this.logger.warn(
-          { req_id: reqId, err: (err as Error).message },
-          'took over a handed-off embedding, but could not record this instance as its owner',
-        ),
-      );
     this.logger.log({ req_id: reqId, bytes: found.bytes }, 'took over a handed-off embedding');
+    return undefined;
   }
 
-  async drop(reqId: string): Promise<void> {
+  /** The claim lost: to whom (the call goes there), or why nobody holds it. */
+  private takenElsewhere(reqId: string, now: StoredMeta | undefined): Owner {
+    const owner = now?.owner;
+    if (!now || !owner || isErrorMeta(now.metadata)) {
+      throw Errors.embeddingLost(reqId, 'handed over, but its metadata record is gone');
+    }
+    const self = this.registry.self;
+    if (owner.instance === self.instance && owner.boot === self.boot && owner.rank === self.rank) {
+      // Recorded here, and not held here: taken and then let go (released or expired).
+      throw Errors.embeddingLost(reqId, 'taken over here, and no longer held');
+    }
+    this.counters.lostClaims++;
+    return owner;
+  }
+
+  private async unclaim(was: StoredMeta): Promise<void> {
+    await this.registry
+      .unclaimHanded(was)
+      .catch((err: unknown) =>
+        this.logger.warn(
+          { req_id: was.reqId, err: (err as Error).message },
+          'a takeover failed, and its owner record could not be pointed back at the store',
+        ),
+      );
+  }
+
+  /**
+   * A release of a handed-off embedding: the owner record is claimed as for a takeover
+   * (so no instance takes it over meanwhile), then its object is deleted; the release
+   * itself then drops the record. When another instance took it first, the release goes
+   * there (its owner, returned).
+   */
+  async drop(reqId: string): Promise<Owner | undefined> {
+    const claim = await this.registry.claimHanded(reqId, this.registry.self);
+    if (!claim.won && claim.now?.owner && claim.now.owner.store === undefined) {
+      const self = this.registry.self;
+      const o = claim.now.owner;
+      if (!(o.instance === self.instance && o.boot === self.boot && o.rank === self.rank)) return o;
+    }
     await this.tier
       .release(reqId)
       .catch((err: unknown) =>
@@ -169,6 +216,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
           'could not delete a handed-off embedding from the object store (its TTL will)',
         ),
       );
+    return undefined;
   }
 
   /** The drain, once: see the class. Called before the metadata registry closes. */

@@ -1,6 +1,12 @@
 import { Clock } from '../common/clock';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
-import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  jetstream,
+  jetstreamManager,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Subject, type Subscription } from 'rxjs';
@@ -14,6 +20,7 @@ import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
 import {
   MetaStore,
   settingsMismatch,
+  type Claim,
   StoreConfigError,
   type StoreStats,
   type StoredMeta,
@@ -27,6 +34,8 @@ const API_TIMEOUT_MS = 5_000;
  * answers in milliseconds; an attempt with no answer in this long is sent again.
  */
 const ATTEMPT_MS = 1_000;
+/** Compare-and-set attempts of one claim (each failure means another writer got there). */
+const CLAIM_ATTEMPTS = 4;
 /**
  * How long a put with a deadline waits for NATS to reconnect: what moving to another node
  * of the cluster takes. Past it, NATS is down, and calls fail at once with 503.
@@ -298,6 +307,47 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     // Deleted, and its purge not landed yet (or this read raced it): absent.
     if (entry.revision <= (this.deleted.get(reqId)?.revision ?? 0)) return undefined;
     return decodeRecord(reqId, entry.value);
+  }
+
+  /**
+   * Read from the bucket (never the mirror, which may lag), then written with the revision
+   * read as the expected last one: a write by anyone in between makes the server refuse
+   * ours, and the record is read again (a few times: each refusal means another writer
+   * made progress).
+   */
+  override async claim(
+    reqId: string,
+    change: (now: StoredMeta) => StoredMeta | undefined,
+  ): Promise<Claim> {
+    const key = keyOf(reqId);
+    for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
+      const kv = this.connected(reqId);
+      const entry = await this.call(kv.get(key), reqId);
+      const deleted = this.deleted.get(reqId)?.revision ?? 0;
+      const now =
+        entry?.operation === 'PUT' && entry.revision > deleted
+          ? decodeRecord(reqId, entry.value)
+          : undefined;
+      const next = now && change(now);
+      if (!next) return { won: false, now };
+      const written = kv.update(key, encodeRecord(next), entry!.revision).then(
+        () => true,
+        (err: unknown) => {
+          if (
+            err instanceof JetStreamApiError &&
+            err.code === JetStreamApiCodes.StreamWrongLastSequence
+          )
+            return false;
+          throw err;
+        },
+      );
+      if (await this.call(written, reqId)) return { won: true, was: now };
+    }
+    throw Errors.storeUnavailable(
+      STORE,
+      `the record changed under each of ${CLAIM_ATTEMPTS} compare-and-set attempts`,
+      reqId,
+    );
   }
 
   /**

@@ -1,5 +1,5 @@
 import { Errors } from '../common/errors/error-catalogue';
-import { MetaStore, type StoreStats, type StoredMeta } from './meta-store';
+import { MetaStore, type Claim, type StoreStats, type StoredMeta } from './meta-store';
 
 /**
  * A Map kept in publish order (a re-publish moves the key to the end), so the oldest
@@ -24,6 +24,18 @@ export class MemoryMetaStore extends MetaStore {
     }
     this.records.set(record.reqId, record);
     return Promise.resolve();
+  }
+
+  /** One process's store: the read and the write happen in one turn of the event loop. */
+  override async claim(
+    reqId: string,
+    change: (now: StoredMeta) => StoredMeta | undefined,
+  ): Promise<Claim> {
+    const now = this.records.get(reqId);
+    const next = now && change(now);
+    if (!next) return { won: false, now };
+    await this.put(next); // a subclass's put (the DP worker mirrors it to its supervisor)
+    return { won: true, was: now };
   }
 
   override delete(reqId: string): Promise<boolean> {

@@ -20,7 +20,7 @@ import { BOOT_ID } from '../common/boot-id';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { MemoryMetaStore } from './memory-meta-store';
-import { MetaStore, type Owner, type StoreStats, type StoredMeta } from './meta-store';
+import { MetaStore, type Claim, type Owner, type StoreStats, type StoredMeta } from './meta-store';
 import { RestartLedger } from './restart-ledger';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
 
@@ -267,6 +267,40 @@ export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
     else this.lost.delete(reqId); // encoded again since the restart
     this.track(record);
     this.wake(record);
+  }
+
+  /**
+   * Takes over `reqId`'s record for `owner` if it is still handed to an object store
+   * (nobody took it over first): the takeover's compare-and-set, so one instance holds a
+   * handed-off embedding. When another won, or the record is gone, says what is there.
+   */
+  async claimHanded(reqId: string, owner: Owner): Promise<Claim> {
+    if (this.closed) throw Errors.shuttingDown(reqId);
+    let record: StoredMeta | undefined;
+    const claim = await this.store.claim(reqId, (now) =>
+      now.owner?.store === undefined || isErrorMeta(now.metadata)
+        ? undefined
+        : (record = { ...now, owner, publishedAt: this.clock.now() }),
+    );
+    if (claim.won && record) this.track(record);
+    return claim;
+  }
+
+  /**
+   * Undoes a takeover that could not read its object: `was` (the handed-off record) is put
+   * back if the record still names this instance, so later calls are told what happened
+   * to it rather than find an owner that holds nothing.
+   */
+  async unclaimHanded(was: StoredMeta): Promise<void> {
+    const self = this.self;
+    const claim = await this.store.claim(was.reqId, (now) =>
+      now.owner?.instance === self.instance &&
+      now.owner.boot === self.boot &&
+      now.owner.rank === self.rank
+        ? was
+        : undefined,
+    );
+    if (claim.won) this.untrack(was.reqId);
   }
 
   /** Answers every current waiter of the record's req_id. */

@@ -28,6 +28,12 @@ export interface StoredMeta {
   owner?: Owner;
 }
 
+/**
+ * A compare-and-set's outcome: written (`was`: the record it replaced), or not, with what
+ * is stored instead (if anything).
+ */
+export type Claim = { won: true; was: StoredMeta } | { won: false; now?: StoredMeta };
+
 /** A store that cannot be used with this configuration: the process refuses to start. */
 export class StoreConfigError extends Error {}
 
@@ -75,6 +81,16 @@ export abstract class MetaStore {
    */
   abstract put(record: StoredMeta, deadline?: number): Promise<void>;
   abstract delete(reqId: string): Promise<boolean>;
+  /**
+   * Replaces the record stored now with `change(now)`, unless that is undefined (refused)
+   * or nothing is stored: a compare-and-set (on the key's revision, in a shared store), so
+   * that of two processes claiming one record, one wins and the other is told what it
+   * lost to.
+   */
+  abstract claim(
+    reqId: string,
+    change: (now: StoredMeta) => StoredMeta | undefined,
+  ): Promise<Claim>;
   /** Drops records published before `cutoff`, returning their req_ids. */
   abstract expire(cutoff: number): Promise<string[]>;
   abstract stats(): Promise<StoreStats>;

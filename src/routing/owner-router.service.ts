@@ -29,12 +29,20 @@ export interface RouteOptions {
  * EPD_CACHE_STORE=jetstream), as owner routing reaches them; provided by the handoff.
  */
 export interface StoredOwners {
-  /** Stages the handed-off embedding here (one read, however many calls ask), or throws embedding_lost. */
-  take(reqId: string, owner: Owner, deadline: number): Promise<void>;
+  /**
+   * Stages the handed-off embedding here (one read, however many calls ask), or throws
+   * embedding_lost; resolves with the owner when another instance took it over first.
+   */
+  take(reqId: string, owner: Owner, deadline: number): Promise<Owner | undefined>;
+  /** A takeover of `reqId` under way here, if any (settles when it ends, either way). */
+  takingNow(reqId: string): Promise<unknown> | undefined;
   /** The handoff at shutdown: this instance stays in the roster until it is done. */
   drain(): Promise<void>;
-  /** A release of a handed-off embedding nobody took: it leaves the store. */
-  drop(reqId: string): Promise<void>;
+  /**
+   * A release of a handed-off embedding nobody took: it leaves the store. Resolves with
+   * the owner when another instance took it over first (the release goes there).
+   */
+  drop(reqId: string): Promise<Owner | undefined>;
   /**
    * While this (stopping) process hands `reqId` to the cluster: settles true once it has
    * (calls for it are then answered elsewhere), false if it could not (answered here).
@@ -140,9 +148,23 @@ export class OwnerRouter {
       this.counters.ownerGone++;
       throw Errors.embeddingLost(reqId);
     }
+    // Taking it over here right now (its record may already name this instance): the call
+    // is answered once the embedding is staged here, or routed again if the takeover failed.
+    const taking = this.stored?.takingNow(reqId);
+    if (taking) await taking.catch(() => undefined);
+    if (options.forwarded && !this.ranks.active && !options.isLocal()) {
+      // Forwarded here by a peer, and not held here: if this instance's previous process
+      // staged it (a crash, then a restart under the same EPD_INSTANCE_ID), it is lost, as
+      // a call that came straight here is told (not "already released").
+      const recorded = (await this.registry.get(reqId).catch(() => undefined))?.owner;
+      if (this.registry.stagedByEarlierProcess(recorded)) {
+        this.counters.ownerGone++;
+        throw Errors.embeddingLost(reqId);
+      }
+    }
     const owner = this.routes ? await this.ownerFor(reqId, deadline, options) : undefined;
     if (owner?.store !== undefined) {
-      if (this.stored) return this.fromStore(dp, reqId, owner, deadline, local);
+      if (this.stored) return this.fromStore(dp, reqId, body, owner, deadline, local);
       // An instance without the tier (a mixed fleet): it cannot read the store.
       if (dp !== 'release') {
         this.counters.ownerGone++;
@@ -160,7 +182,7 @@ export class OwnerRouter {
         const moved = await this.movedFrom(owner, reqId, err);
         if (!moved) throw err;
         if (moved.store !== undefined && this.stored)
-          return this.fromStore(dp, reqId, moved, deadline, local);
+          return this.fromStore(dp, reqId, body, moved, deadline, local);
         return this.forward<T>(dp, reqId, body, deadline, moved);
       });
     }
@@ -182,16 +204,23 @@ export class OwnerRouter {
     return local();
   }
 
-  /** A call for an embedding in the object store: taken over here (a release drops it). */
+  /**
+   * A call for an embedding in the object store: taken over here (a release drops it), or
+   * forwarded to the instance that took it over first.
+   */
   private async fromStore<T>(
     dp: DpType,
     reqId: string,
+    body: object,
     owner: Owner,
     deadline: number,
     local: () => Promise<T>,
   ): Promise<T> {
-    if (dp === 'release') await this.stored!.drop(reqId);
-    else await this.stored!.take(reqId, owner, deadline);
+    const elsewhere =
+      dp === 'release'
+        ? await this.stored!.drop(reqId)
+        : await this.stored!.take(reqId, owner, deadline);
+    if (elsewhere) return this.forward<T>(dp, reqId, body, deadline, elsewhere);
     this.counters.fromStore++;
     return local();
   }

@@ -23,7 +23,13 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
   let forwarded: string[];
   let forwardError: Error | undefined;
   let router: OwnerRouter;
-  let stored: StoredOwners & { taken: string[]; dropped: string[]; moving?: Promise<boolean> };
+  let stored: StoredOwners & {
+    taken: string[];
+    dropped: string[];
+    moving?: Promise<boolean>;
+    takenBy?: Owner;
+  };
+  let earlier: boolean;
 
   const record = (): StoredMeta | undefined =>
     owner && {
@@ -37,9 +43,10 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     owner = STORE;
     forwarded = [];
     forwardError = undefined;
+    earlier = false;
     const registry = {
       lostInRestart: () => false,
-      stagedByEarlierProcess: () => false,
+      stagedByEarlierProcess: (o?: Owner) => earlier && o?.instance === 'self',
       get: () => Promise.resolve(record()),
       wait: () => Promise.reject(new Error('no wait here')),
     } as unknown as MetaRegistry;
@@ -64,13 +71,14 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
       dropped: [],
       take(reqId: string) {
         this.taken.push(reqId);
-        return Promise.resolve();
+        return Promise.resolve(this.takenBy);
       },
       drop(reqId: string) {
         this.dropped.push(reqId);
-        return Promise.resolve();
+        return Promise.resolve(this.takenBy);
       },
       drain: () => Promise.resolve(),
+      takingNow: () => undefined,
       handingOff() {
         return this.moving;
       },
@@ -127,5 +135,45 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     await expect(route(DpType.Send)).rejects.toMatchObject({ code: 503, type: 'shutting_down' });
     stored.moving = Promise.resolve(false); // the handoff failed: still answered here
     await expect(route(DpType.Send)).resolves.toBe('here');
+  });
+
+  it('forwards a call, and a release, to the instance that won the takeover', async () => {
+    router.useStoredOwners(stored);
+    stored.takenBy = PEER;
+    await expect(route(DpType.Send)).resolves.toBe('answered by peer');
+    await expect(route(DpType.Release)).resolves.toBe('answered by peer');
+    expect(forwarded).toEqual([
+      expect.stringContaining('.inst.peer-a.send'),
+      expect.stringContaining('.inst.peer-a.release'),
+    ]);
+    expect(router.stats.fromStore).toBe(0);
+  });
+
+  it("a forwarded call for an embedding this instance's previous process staged: embedding_lost", async () => {
+    owner = { instance: 'self', boot: 'earlier-boot' };
+    earlier = true;
+    const forwardedHere = (local: () => Promise<string>) =>
+      router.route(DpType.Send, 'r', { req_id: 'r' }, Date.now() + 5000, local, {
+        isLocal: () => false,
+        forwarded: true,
+      });
+    await expect(forwardedHere(() => Promise.resolve('here'))).rejects.toMatchObject({
+      code: 503,
+      type: 'embedding_lost',
+    });
+    // Held here (this process staged it): answered here, whatever the record says.
+    await expect(
+      router.route(
+        DpType.Send,
+        'r',
+        { req_id: 'r' },
+        Date.now() + 5000,
+        () => Promise.resolve('here'),
+        {
+          isLocal: () => true,
+          forwarded: true,
+        },
+      ),
+    ).resolves.toBe('here');
   });
 });

@@ -48,6 +48,29 @@ export function registryContract(make: MakeRegistry): void {
     });
   });
 
+  it('a handed-off record is claimed by one of many concurrent claimers; an unclaim gives it back', async () => {
+    const handed = { instance: 'gone', boot: 'b0', store: 'objs_staged' };
+    await registry.publish('h', META, 0, handed);
+    const me = registry.self;
+    // Two claims at once (in KV, two compare-and-sets on one revision): one wins.
+    const claims = await Promise.all([
+      registry.claimHanded('h', me),
+      registry.claimHanded('h', me),
+    ]);
+    expect(claims.filter((c) => c.won)).toHaveLength(1);
+    const lost = claims.find((c) => !c.won);
+    expect(lost).toMatchObject({ won: false, now: { owner: { instance: me.instance } } });
+    expect((await registry.get('h'))?.owner).toMatchObject({ instance: me.instance });
+    // A record that names an instance (not a store) is not claimable.
+    expect(await registry.claimHanded('h', { instance: 'other' })).toMatchObject({ won: false });
+    const won = claims.find((c) => c.won)!;
+    if (!won.won) throw new Error('unreachable');
+    await registry.unclaimHanded(won.was);
+    expect((await registry.get('h'))?.owner).toEqual(handed);
+    // Nothing stored: refused, with nothing to name.
+    expect(await registry.claimHanded('absent', me)).toEqual({ won: false, now: undefined });
+  });
+
   it('last write wins', async () => {
     await registry.publish('a', META);
     await registry.publish('a', { ...META, embedding_len: 2 });
