@@ -14,6 +14,7 @@ import { InstanceRoster } from './routing/instance-roster.service';
 import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
 import { IpcRpcServer } from './transport/ipc-rpc.server';
+import { EncodeAdmission } from './encoder/pipeline/encode-admission.service';
 
 /**
  * Wiring shared by main.ts and the e2e tests, so that tests run the app exactly as
@@ -41,7 +42,14 @@ export function configureApp(
       withContext(contextFromHttp(req.headers), next),
     );
   }
-  app.use(jsonBody(app.get(AppConfig).http.maxBodyBytes));
+  const { http } = app.get(AppConfig);
+  app.use(
+    jsonBody({
+      limit: http.maxBodyBytes,
+      timeoutMs: http.bodyTimeoutMs,
+      budget: app.get(EncodeAdmission, { strict: false }).work,
+    }),
+  );
   // After the body parser: request lines name the req_id of the body.
   app.use(requestLogging());
   app.connectMicroservice<CustomStrategy>(

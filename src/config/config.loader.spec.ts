@@ -8,7 +8,12 @@ describe('loadConfig', () => {
     const { config } = loadConfig({});
     expect(config.nats.url).toEqual(['nats://127.0.0.1:4222']);
     expect(config.nats.subjectPrefix).toBe('epd');
-    expect(config.http).toEqual({ host: '127.0.0.1', port: 30000, maxBodyBytes: 67108864 });
+    expect(config.http).toEqual({
+      host: '127.0.0.1',
+      port: 30000,
+      maxBodyBytes: 67108864,
+      bodyTimeoutMs: 60000,
+    });
     expect(config.timeouts).toEqual({ reqTimeoutMs: 180000, sendTimeoutMs: 180000 });
     expect(config.encoder).toMatchObject({
       maxBatchSize: 8,

@@ -302,6 +302,13 @@ export const Errors = {
   internal: (reqId?: string) => new InternalError('internal error', reqId),
   noHandler: (pattern: string) =>
     new MMError(`no handler for ${pattern}`, 404, undefined, 'not_found'),
+  bodyTimeout: (received: number, ms: number) =>
+    new MMError(
+      `request body not received in full within ${ms} ms (${received} bytes arrived; EPD_HTTP_BODY_TIMEOUT_MS)`,
+      408,
+      undefined,
+      'body_timeout',
+    ),
   bodyTooLarge: (limit: number) =>
     new MMError(
       `request body exceeds the limit of ${limit} bytes (EPD_HTTP_MAX_BODY_BYTES)`,

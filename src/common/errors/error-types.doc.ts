@@ -68,6 +68,11 @@ export const ERROR_TYPE_DOCS = [
   },
   { types: ['invalid_json'], code: '400', when: 'the body is not JSON' },
   {
+    types: ['body_timeout'],
+    code: '408',
+    when: 'an HTTP request body was not received in full within `EPD_HTTP_BODY_TIMEOUT_MS`; the connection is closed',
+  },
+  {
     types: ['invalid_request'],
     code: '400',
     when: "a field fails validation (SGLang's messages for `encode`), a path or URL is malformed, JSON nests too deep",
@@ -158,7 +163,7 @@ export const ERROR_TYPE_DOCS = [
   {
     types: ['memory_busy'],
     code: '503',
-    when: 'the process-wide working-memory budget (`EPD_WORK_MAX_BYTES`) had no room: for a download as it arrived, or for a planned decode and model input before the deadline: `working memory busy: need {n} bytes, …; retry later`',
+    when: 'the process-wide working-memory budget (`EPD_WORK_MAX_BYTES`) had no room: for an HTTP request body or a download as it arrived, or for a planned decode and model input before the deadline: `working memory busy: need {n} bytes, …; retry later`',
   },
   {
     types: ['work_too_large'],

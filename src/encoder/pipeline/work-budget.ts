@@ -59,8 +59,8 @@ export class WorkBudget {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** A request's account: everything it holds goes back with release(). */
-  lease(reqId: string): WorkLease {
+  /** A request's account: everything it holds goes back with release(). No req_id: a body. */
+  lease(reqId?: string): WorkLease {
     return new WorkLease(this, reqId);
   }
 
@@ -179,7 +179,7 @@ export class WorkLease {
 
   constructor(
     private readonly budget: WorkBudget,
-    readonly reqId: string,
+    readonly reqId?: string,
   ) {}
 
   /** Bytes being loaded: taken at once or refused (503 `memory_busy`). */
