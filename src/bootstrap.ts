@@ -15,6 +15,7 @@ import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
 import { IpcRpcServer } from './transport/ipc-rpc.server';
 import { EncodeAdmission } from './encoder/pipeline/encode-admission.service';
+import { WorkBudget } from './encoder/pipeline/work-budget';
 
 /**
  * Wiring shared by main.ts and the e2e tests, so that tests run the app exactly as
@@ -42,12 +43,16 @@ export function configureApp(
       withContext(contextFromHttp(req.headers), next),
     );
   }
-  const { http } = app.get(AppConfig);
+  const { http, encoder } = app.get(AppConfig);
   app.use(
     jsonBody({
       limit: http.maxBodyBytes,
       timeoutMs: http.bodyTimeoutMs,
-      budget: app.get(EncodeAdmission, { strict: false }).work,
+      // The encodes' working memory; a DP supervisor encodes nothing, and bounds its bodies
+      // alone by the same EPD_WORK_MAX_BYTES.
+      budget: app.get(ProcessRole).supervisor
+        ? new WorkBudget(encoder.workMaxBytes)
+        : app.get(EncodeAdmission).work,
     }),
   );
   // After the body parser: request lines name the req_id of the body.
