@@ -4,7 +4,7 @@
  *
  *   entry           src/*.ts (the composition root) and src/cli/ (command-line entry points)
  *   kernel          common/, config/, types/: shared by everything, depending on nothing else
- *   infrastructure  transport/, tracing/, logging/: the kernel and each other only
+ *   infrastructure  transport/, jetstream/, tracing/, logging/: the kernel and each other only
  *   feature         every other folder, a new one included, with no list to edit
  *
  * A feature's surface is the files at its top level (`src/<feature>/*.ts`); files in its
@@ -13,7 +13,7 @@
  * forbidden import per rule.
  */
 const KERNEL = 'common|config|types';
-const INFRASTRUCTURE = 'transport|tracing|logging';
+const INFRASTRUCTURE = 'transport|jetstream|tracing|logging';
 const ENTRY = '^src/([^/]+\\.ts$|cli/)';
 
 /** @type {import('dependency-cruiser').IConfiguration} */

@@ -19,6 +19,7 @@ import { SglangModule } from './sglang/sglang.module';
 import { HandoffModule } from './handoff/handoff.module';
 import { ScalingModule } from './scaling/scaling.module';
 import { TransportModule } from './transport/transport.module';
+import { JetStreamModule } from './jetstream/jetstream.module';
 import { TracingFlush } from './tracing/tracing.lifecycle';
 
 /**
@@ -39,6 +40,7 @@ export class AppModule {
         LoggingModule,
         ErrorsModule,
         TransportModule,
+        JetStreamModule,
         MetaRegistryModule,
         RequestsModule,
         DeliveryModule,

@@ -1,3 +1,4 @@
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -11,7 +12,6 @@ import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
-import { NatsConnectionService } from '../transport/nats-connection.service';
 import { ParentLink } from '../transport/parent-link';
 import { cacheFetchSubject } from '../transport/subjects';
 import { cacheUnits, hintKeys, type CacheUnit, type Fingerprint } from './cache-keys';
@@ -87,7 +87,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly config: AppConfig,
     private readonly clock: Clock,
     private readonly registry: MetaRegistry,
-    private readonly nats: NatsConnectionService,
+    private readonly buckets: BucketKeeper,
     link: ParentLink,
     role: ProcessRole,
   ) {
@@ -100,7 +100,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     if (!this.store.enabled) return;
     if (config.registry.store === 'jetstream') {
       this.claims = new KvClaims(
-        nats,
+        buckets,
         `${config.registry.kvBucket}_claims`,
         {
           replicas: config.registry.kvReplicas,
@@ -145,7 +145,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   private async startPeer(peer: CachePeer): Promise<void> {
     let nc: NatsConnection;
     try {
-      nc = await this.nats.connection();
+      nc = await this.buckets.nats.connection();
     } catch {
       return; // shut down before NATS was ever reached
     }
@@ -331,7 +331,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     reqId: string,
   ): Promise<void> {
     try {
-      const nc = await this.nats.connection();
+      const nc = await this.buckets.nats.connection();
       const entry = await this.peer!.fetch(nc, record.at, key, deadline, (tokens) =>
         flight.plan(tokens),
       );

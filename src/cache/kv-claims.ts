@@ -1,3 +1,4 @@
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { Clock } from '../common/clock';
 import { Logger } from '@nestjs/common';
 import {
@@ -9,7 +10,6 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { withTimeout } from '../common/timeout';
-import type { NatsConnectionService } from '../transport/nats-connection.service';
 import { CacheClaims, isDead, type ClaimRecord, type Claimed } from './claims';
 
 /** A JetStream API call's own bound: a claim never holds an encode longer than this. */
@@ -59,12 +59,17 @@ export class KvClaims extends CacheClaims {
   private lastWarnAt = 0;
 
   constructor(
-    private readonly nats: NatsConnectionService,
+    private readonly buckets: BucketKeeper,
     readonly bucketName: string,
     private readonly opts: { replicas: number; maxClaims: number },
     private readonly clock: Clock = new Clock(),
   ) {
     super();
+    // Deleted under us: made again (with the cap) by the same open as at start.
+    buckets.keep(bucketName, `KV_${bucketName}`, async () => {
+      this.kv = undefined;
+      await this.bucket();
+    });
   }
 
   async claim(key: string, record: ClaimRecord, unusable?: number): Promise<Claimed> {
@@ -142,7 +147,7 @@ export class KvClaims extends CacheClaims {
   }
 
   private async open(): Promise<KV> {
-    const nc = await this.nats.connection();
+    const nc = await this.buckets.nats.connection();
     const js = jetstream(nc, { timeout: API_TIMEOUT_MS });
     const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
     const stream = `KV_${this.bucketName}`;
@@ -177,6 +182,7 @@ export class KvClaims extends CacheClaims {
 
   /** At most one warning a minute: a NATS outage must not flood the log. */
   private warn(reason: string, key: string): void {
+    void this.buckets.failed(this.bucketName); // deleted? then made again
     const now = this.clock.now();
     if (now - this.lastWarnAt < 60_000) return;
     this.lastWarnAt = now;

@@ -1,3 +1,4 @@
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { performance } from 'node:perf_hooks';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Objm, StorageType } from '@nats-io/obj';
@@ -111,6 +112,7 @@ export class ObjectTier implements OnApplicationBootstrap {
     private readonly nats: NatsConnectionService,
     private readonly clock: Clock,
     role: ProcessRole,
+    private readonly buckets: BucketKeeper,
   ) {
     // A DP worker's supervisor owns the NATS side; the tier is one process's (EPD_DP_SIZE 1).
     this.enabled = config.cache.store === 'jetstream' && role.single;
@@ -174,14 +176,17 @@ export class ObjectTier implements OnApplicationBootstrap {
       const nc = await this.nats.connection();
       const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
       const { objMaxBytes, objMaxAgeS, objReplicas } = this.config.cache;
-      await this.bucketOf(nc, jsm, this.bucket, objMaxAgeS * 1000, 'EPD_OBJ_MAX_AGE_S');
-      await this.bucketOf(
-        nc,
-        jsm,
-        this.stagedBucket,
-        this.config.timeouts.sendTimeoutMs,
-        'EPD_SEND_TIMEOUT_MS',
-      );
+      const both: [string, number, string][] = [
+        [this.bucket, objMaxAgeS * 1000, 'EPD_OBJ_MAX_AGE_S'],
+        [this.stagedBucket, this.config.timeouts.sendTimeoutMs, 'EPD_SEND_TIMEOUT_MS'],
+      ];
+      for (const [name, maxAgeMs, setting] of both) {
+        await this.bucketOf(nc, jsm, name, maxAgeMs, setting);
+        // Deleted under us: made again with the same settings (handles need no reopening).
+        this.buckets.keep(name, streamOf(name), () =>
+          this.bucketOf(nc, jsm, name, maxAgeMs, setting),
+        );
+      }
       this.io = new ObjectIo(
         jetstream(nc, { timeout: API_TIMEOUT_MS }),
         jsm,
@@ -273,7 +278,10 @@ export class ObjectTier implements OnApplicationBootstrap {
     } catch (err) {
       // Chunks or sizes that disagree (ObjectIo) are a corrupt object; anything else, the store's.
       const corrupt = /corrupt|digest/i.test((err as Error).message);
-      if (!corrupt) this.logger.debug({ key, err: (err as Error).message }, 'object store read');
+      if (!corrupt) {
+        this.logger.debug({ key, err: (err as Error).message }, 'object store read');
+        void this.buckets.failed(this.bucket); // deleted? then made again
+      }
       return this.missed(corrupt ? 'corrupt' : 'error');
     }
   }
@@ -396,6 +404,7 @@ export class ObjectTier implements OnApplicationBootstrap {
         () => new Error(`no answer from the object store within ${boundMs} ms`),
       );
     } catch (err) {
+      void this.buckets.failed(bucket); // deleted? then made again
       if (abandoned === 'remove') {
         writing.then(
           () => this.io!.remove(bucket, name).catch(() => undefined),
@@ -450,7 +459,10 @@ export class ObjectTier implements OnApplicationBootstrap {
       this.io!.read(this.stagedBucket, reqId),
       bound,
       () => new Error(`no answer from the object store within ${bound} ms`),
-    );
+    ).catch((err: unknown) => {
+      void this.buckets.failed(this.stagedBucket); // deleted? then made again
+      throw err;
+    });
     this.observer?.('get', (performance.now() - started) / 1000);
     if (!found) return undefined;
     const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype, true);

@@ -10,6 +10,7 @@ import {
 import { Readiness } from '../common/readiness';
 import type { Response } from 'express';
 import { HealthIndicators } from './health.indicators';
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 
 @ApiTags('health')
 @Controller('health')
@@ -19,6 +20,7 @@ export class HealthController {
     private readonly indicators: HealthIndicators,
     private readonly indicator: HealthIndicatorService,
     private readonly readiness: Readiness,
+    private readonly buckets: BucketKeeper,
   ) {}
 
   /** Liveness: the process answers HTTP. No dependency is consulted. */
@@ -59,9 +61,23 @@ export class HealthController {
       () => this.serving(),
       () => this.indicators.natsConnection(),
       () => this.indicators.registryBounds(),
+      () => this.sharedBuckets(),
       () => this.indicators.eventLoop(),
       () => this.indicators.encoder(),
     ]);
+  }
+
+  /**
+   * The shared buckets besides the registry's: down while one found deleted is not made
+   * again yet (BucketKeeper); `recreated` counts how often each was.
+   */
+  private sharedBuckets(): HealthIndicatorResult {
+    const check = this.indicator.check('buckets');
+    const { missing, recreated, errors } = this.buckets.view();
+    if (missing.length > 0) {
+      return check.down({ missing, recreated, ...(errors ? { errors } : {}) });
+    }
+    return check.up({ recreated });
   }
 
   private serving(): HealthIndicatorResult {

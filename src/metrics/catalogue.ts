@@ -331,6 +331,12 @@ export const METRICS = spec({
     labels: ['outcome'],
     sglang: 'none',
   },
+  epd_encoder_buckets_recreated_total: {
+    type: 'counter',
+    help: "Shared buckets (roster, cache claims, object store) found deleted and made again with this service's settings, by bucket (the metadata bucket: epd_encoder_registry_*)",
+    labels: ['bucket'],
+    sglang: 'none',
+  },
   epd_encoder_instances_alive: {
     type: 'gauge',
     help: 'Instances in the roster with a heartbeat in the last three beats (this one included; 1 without a shared store)',

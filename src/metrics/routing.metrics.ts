@@ -2,12 +2,17 @@ import { Injectable } from '@nestjs/common';
 import { InstanceRoster } from '../routing/instance-roster.service';
 import { OwnerRouter } from '../routing/owner-router.service';
 import { OwnedMetrics } from './owned-metrics';
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 
-/** Owner routing and the instance roster (EPD_REGISTRY_STORE=jetstream), read at scrape time. */
+/**
+ * Owner routing, the instance roster and the shared buckets (EPD_REGISTRY_STORE=jetstream),
+ * read at scrape time.
+ */
 @Injectable()
 export class RoutingMetrics extends OwnedMetrics {
-  constructor(router: OwnerRouter, roster: InstanceRoster) {
+  constructor(router: OwnerRouter, roster: InstanceRoster, buckets: BucketKeeper) {
     super();
+    this.ownTotals('epd_encoder_buckets_recreated_total', () => buckets.view().recreated);
     this.ownTotals('epd_encoder_owner_routing_total', () => {
       const s = router.stats;
       return {

@@ -15,6 +15,7 @@ import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { EpdNatsServer } from '../transport/epd-nats.server';
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 import type { LoadSnapshot } from '../common/load';
 import { parseRosterEntry, type InstanceInfo } from './roster-entry';
 
@@ -63,7 +64,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
 
   constructor(
     private readonly config: AppConfig,
-    private readonly nats: NatsConnectionService,
+    private readonly buckets: BucketKeeper,
     private readonly clock: Clock,
     private readonly role: ProcessRole,
     readiness: Readiness,
@@ -75,6 +76,10 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     // Peers route calls here by the roster: serve once this instance is in it.
     if (this.enabled)
       readiness.require('instance roster', new Promise<void>((r) => (this.listed = r)));
+  }
+
+  private get nats(): NatsConnectionService {
+    return this.buckets.nats;
   }
 
   /** With a shared store; a DP worker is part of its supervisor's instance, not one itself. */
@@ -96,19 +101,25 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     void this.start();
   }
 
+  private get bucketName(): string {
+    return `${this.config.registry.kvBucket}_instances`;
+  }
+
+  /** The roster's bucket, created with our settings if missing (also after a deletion). */
+  private async openBucket(): Promise<KV> {
+    const nc = await this.nats.connection();
+    return new Kvm(jetstream(nc)).create(this.bucketName, {
+      history: 1,
+      ttl: this.ttlMs,
+      replicas: this.config.registry.kvReplicas,
+    });
+  }
+
   /** Opens the roster's bucket, retrying until it can (JetStream may come up after NATS). */
   private async start(): Promise<void> {
     for (let attempt = 1; !this.kv; attempt++) {
       try {
-        const nc = await this.nats.connection();
-        this.kv = await new Kvm(jetstream(nc)).create(
-          `${this.config.registry.kvBucket}_instances`,
-          {
-            history: 1,
-            ttl: this.ttlMs,
-            replicas: this.config.registry.kvReplicas,
-          },
-        );
+        this.kv = await this.openBucket();
       } catch (err) {
         if (this.closed) return;
         const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
@@ -120,6 +131,9 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
         if (this.closed) return;
       }
     }
+    this.buckets.keep(this.bucketName, `KV_${this.bucketName}`, async () => {
+      this.kv = await this.openBucket();
+    });
     await this.beat();
     // beat() catches its own failures; nothing a timer runs may end the process.
     this.timer = setInterval(
@@ -168,6 +182,7 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     } catch (err) {
       this.storedSince = undefined;
       this.logger.warn({ err: (err as Error).message }, 'heartbeat not stored');
+      void this.buckets.failed(this.bucketName); // deleted? then made again
     } finally {
       this.beatSentAt = undefined;
     }

@@ -27,6 +27,7 @@ import { NatsConnectionService } from '../../transport/nats-connection.service';
 import { ProcessRole } from '../../config/process-role';
 import { ParentLink } from '../../transport/parent-link';
 import { EncodeCache } from '../../cache/encode-cache.service';
+import { BucketKeeper } from '../../jetstream/bucket-keeper';
 import { EncodeFlights } from '../../cache/encode-flights.service';
 import { ObjectTier } from '../../cache/object-tier';
 import { EmbeddingEncoder } from './embedding-encoder.service';
@@ -140,6 +141,7 @@ async function wire(
       { provide: ProfilerService, useValue: inert('step') },
       // The memory store, one process: the cache's single flight is in-process (no NATS).
       { provide: NatsConnectionService, useValue: {} },
+      { provide: BucketKeeper, useValue: { nats: {}, keep: () => undefined } },
       {
         provide: DeliveryService,
         useValue: {
