@@ -15,7 +15,7 @@ EPD_SOAK_ENCODES="${EPD_SOAK_ENCODES:-20000}" \
 EPD_SOAK_WAITS="${EPD_SOAK_WAITS:-100000}" \
 EPD_RELIABILITY_OUT="$out" \
   npx --no-install jest --selectProjects e2e --runInBand --json --outputFile="$out/jest.json" \
-    --testPathPatterns 'test/(fuzz|soak|overload|hardening-media|hardening-memory|hardening-inputs|shutdown|worker-shutdown|registry-jetstream|nats-restart|registry-shared|multi-instance|dp-workers|cache-cluster|delivery|nats-auth|nats-creds|destinations|restart-honesty|fused-retry|model-input-parcel|pool-after-close|worker-load-abort|staging-slab|zmq-socket-exhaustion|zmq-handshake|receipts|kv-bucket-deleted|memory-budget|tenants|object-store|registry-burst|call-ledger|roster-poison|work-budget-leak|scaling-inputs|run-ends-on-failure|takeover|http-body-budget)\.e2e-spec\.ts' \
+    --testPathPatterns 'test/(fuzz|soak|overload|hardening-media|hardening-memory|hardening-inputs|shutdown|worker-shutdown|registry-jetstream|nats-restart|registry-shared|multi-instance|dp-workers|cache-cluster|delivery|nats-auth|nats-creds|destinations|restart-honesty|fused-retry|model-input-parcel|pool-after-close|worker-load-abort|staging-slab|zmq-socket-exhaustion|zmq-handshake|receipts|kv-bucket-deleted|memory-budget|tenants|object-store|registry-burst|call-ledger|roster-poison|work-budget-leak|scaling-inputs|run-ends-on-failure|takeover|http-body-budget|buckets-deleted)\.e2e-spec\.ts' \
   || status=$?
 node dist-bench/scripts/reliability-report.js "$out" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 rm -rf "$out"

@@ -74,13 +74,21 @@ describe('M14: every shared bucket deleted under a running instance (e2e, jetstr
         )
       ).json<Reply>();
     const objectStore = async () =>
-      ((await (await fetch(`${a.svc.url}/admin/cache`)).json()) as CacheStats & {
-        object_store: ObjectTierStats;
-      }).object_store;
+      (
+        (await (await fetch(`${a.svc.url}/admin/cache`)).json()) as CacheStats & {
+          object_store: ObjectTierStats;
+        }
+      ).object_store;
 
     expect((await encode('m14-before', 1)).err).toBeUndefined();
     await waitFor(async () => (await objectStore()).writes.ok >= 1, 10_000, 50);
-    for (const s of streams) await waitFor(() => exists(s), 10_000, 50, () => `${s} never made`);
+    for (const s of streams)
+      await waitFor(
+        () => exists(s),
+        10_000,
+        50,
+        () => `${s} never made`,
+      );
 
     for (const s of streams) expect(await jsm.streams.delete(s)).toBe(true);
 
