@@ -179,9 +179,19 @@ export function requestWithReceipts(
         finish(err as Error);
       }
     };
+    let graced = false;
     const onTick = () => {
       if (!received && call.resend === false) return; // its receipt or answer, or the deadline
-      if (silent >= RECEIPT_ATTEMPTS) return finish({ kind: 'unreachable', received });
+      if (silent >= RECEIPT_ATTEMPTS) {
+        // A send met "no responders" and the others' replies are not all here yet: on a
+        // busy machine they came after RECEIPT_MS (seen in CI beside CPU burners: an owner
+        // killed by PID called unreachable, not gone). They are waited for once more.
+        if (!received && !graced && call.gone && silentNoResponders >= 1) {
+          graced = true;
+          return schedule(RECEIPT_MS);
+        }
+        return finish({ kind: 'unreachable', received });
+      }
       if (call.deadline - now() <= 1) return; // the answer timer ends it
       call.onResend?.(received);
       send();
