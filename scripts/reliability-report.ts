@@ -39,6 +39,12 @@ const WHAT: Record<string, string> = {
   'scaling-inputs.e2e-spec.ts': 'M5: a 40,000-item request answered 413 moves no autoscaling input',
   'run-ends-on-failure.e2e-spec.ts':
     'a test that fails on purpose with a service and an app still running: the run reports it and ends, nothing left running',
+  'takeover.e2e-spec.ts':
+    'M7: calls for handed-off embeddings reaching two instances at once: one takeover each, nothing delivered after the release; an owner restarted under its instance id answers embedding_lost on the forwarded route too',
+  'buckets-deleted.e2e-spec.ts':
+    'M14: the roster, claims and both object store buckets deleted under a running instance: each recreated, counted in /health/ready, the cache writing again',
+  'http-body-budget.e2e-spec.ts':
+    'M10: unfinished HTTP bodies: charged to the working-memory budget as they arrive, 503 memory_busy past it, 408 body_timeout, every byte given back',
   'soak.e2e-spec.ts':
     'long runs of encodes and waits; counts back to zero, heap ≤ 1.15× and RSS ≤ 1.25× of the warmed baseline',
   'shutdown.e2e-spec.ts': 'SIGTERM under load',
