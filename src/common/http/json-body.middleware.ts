@@ -44,7 +44,7 @@ export interface JsonBodyOptions {
   limit: number;
   /** A body not received in full within this long is answered 408 (EPD_HTTP_BODY_TIMEOUT_MS). */
   timeoutMs: number;
-  /** Charged each chunk as it arrives, given back when the response ends. */
+  /** Charged each chunk as it arrives, given back once the body is received. */
   budget?: BodyBudget;
 }
 
@@ -55,12 +55,13 @@ export interface JsonBodyOptions {
  * of Express's HTML page. HTTP callers act in the shared space (common/tenant.ts): a body
  * whose req_id could name a tenant's is refused (400).
  *
- * Bodies are working memory like any other: each chunk is charged to the budget as it
- * arrives (a compressed body, which may inflate to the limit, is charged the limit at
- * once), and all of it is given back when the response ends. A body that no longer fits
- * is answered 503 memory_busy; one not received in full within the timeout, 408. Either
- * way the connection is closed, so the rest of the body is never read. Unbounded before:
- * unfinished 64 MiB bodies, any number, each held up to Node's 300 s request timeout.
+ * Bodies being received are working memory like any other: each chunk is charged to the
+ * budget as it arrives (a compressed body, which may inflate to the limit, is charged the
+ * limit at once), and all of it is given back once the body is received (or the response
+ * ends). A body that no longer fits is answered 503 memory_busy; one not received in full
+ * within the timeout, 408. Either way the connection is closed, so the rest of the body
+ * is never read. Unbounded before: unfinished 64 MiB bodies, any number, each held up to
+ * Node's 300 s request timeout.
  */
 export function jsonBody({ limit, timeoutMs, budget }: JsonBodyOptions): RequestHandler {
   const parse = json({ limit });
@@ -103,6 +104,12 @@ export function jsonBody({ limit, timeoutMs, budget }: JsonBodyOptions): Request
       clearTimeout(timer);
       if (answered) return; // refused or timed out: answered already, the socket closes
       req.off('data', onData);
+      // Received: from here the request is bounded as any other (EPD_MAX_PENDING, its
+      // items' caps, their loads charged as they decode). Held until the response, a body
+      // counted against the budget that the request's own parts then wait for: with the
+      // budget full, the parts waiting could never be let in (WorkBudget's stuck rule
+      // counts only what waiters hold).
+      lease?.release();
       const body = req.body as { req_id?: unknown } | undefined;
       const problem = err ? undefined : sharedReqIdProblem(body?.req_id);
       if (!err && !problem) return next();
