@@ -101,6 +101,26 @@ describe('loadConfig', () => {
     );
   });
 
+  it("does not call a Kubernetes Service's injected variables typos (a Service named epd-encoder)", () => {
+    // What the kubelet injects for a Service named epd-encoder with one port, 30000/TCP.
+    const links = {
+      EPD_ENCODER_SERVICE_HOST: '10.96.0.12',
+      EPD_ENCODER_SERVICE_PORT: '30000',
+      EPD_ENCODER_SERVICE_PORT_HTTP: '30000',
+      EPD_ENCODER_PORT: 'tcp://10.96.0.12:30000',
+      EPD_ENCODER_PORT_30000_TCP: 'tcp://10.96.0.12:30000',
+      EPD_ENCODER_PORT_30000_TCP_PROTO: 'tcp',
+      EPD_ENCODER_PORT_30000_TCP_PORT: '30000',
+      EPD_ENCODER_PORT_30000_TCP_ADDR: '10.96.0.12',
+    };
+    const { unknownEnv } = loadConfig({ ...links, EPD_CONFIG: undefined });
+    expect(unknownEnv).toEqual([]);
+    // A typo that only looks like a port is still reported.
+    expect(loadConfig({ EPD_HTP_PORT: '8080', EPD_CONFIG: undefined }).unknownEnv).toEqual([
+      'EPD_HTP_PORT',
+    ]);
+  });
+
   it('reports unknown EPD_* variables instead of ignoring typos silently', () => {
     const { unknownEnv } = loadConfig({ EPD_NATS_UR: 'x', EPD_CONFIG: undefined });
     expect(unknownEnv).toEqual(['EPD_NATS_UR']);

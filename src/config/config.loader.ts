@@ -46,6 +46,19 @@ export interface LoadedConfig {
 }
 
 /**
+ * A variable Kubernetes injects for every Service in the namespace (service links): one
+ * named `epd-encoder` gives `EPD_ENCODER_SERVICE_HOST`, `EPD_ENCODER_PORT=tcp://…`,
+ * `EPD_ENCODER_PORT_30000_TCP_ADDR` and five more, which are not typos of ours.
+ */
+function isServiceLink(name: string, value: string): boolean {
+  return (
+    /^EPD_[A-Z0-9_]+_SERVICE_(HOST|PORT(_[A-Z0-9_]+)?)$/.test(name) ||
+    /^EPD_[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/.test(name) ||
+    (/^EPD_[A-Z0-9_]+_PORT$/.test(name) && /^(tcp|udp|sctp):\/\//.test(value))
+  );
+}
+
+/**
  * Layers default.yaml < <NODE_ENV>.yaml < $EPD_CONFIG < EPD_* env vars, then validates the
  * result with one zod schema. Throws ConfigError naming the key (and the env var that set
  * it) on the first bad value, so a misconfigured process never starts half-way.
@@ -73,7 +86,7 @@ export function loadConfig(
     if (!name.startsWith('EPD_') || value === undefined) continue;
     const key = ENV_KEYS[name];
     if (!key) {
-      if (!OTHER_ENV.has(name)) unknownEnv.push(name);
+      if (!OTHER_ENV.has(name) && !isServiceLink(name, value)) unknownEnv.push(name);
       continue;
     }
     const [ns, leaf] = key;

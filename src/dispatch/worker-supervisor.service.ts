@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { availableParallelism, constants } from 'node:os';
+import { constants } from 'node:os';
+import { usableCpus } from '../common/cpu-quota';
 import { join } from 'node:path';
 import {
   Injectable,
@@ -130,7 +131,8 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     if (config.cache.maxBytes > 0 && config.registry.store === 'memory') {
       this.claims = new MemoryClaims(config.cache.maxClaims, () => clock.now());
     }
-    this.plan = threadPlan(config.encoder.dpSize, availableParallelism(), process.env);
+    // The pod's CPU limit, not the node's cores: threads beyond the quota are only throttled.
+    this.plan = threadPlan(config.encoder.dpSize, usableCpus(), process.env);
   }
 
   get aliveCount(): number {
