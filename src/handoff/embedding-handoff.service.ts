@@ -175,8 +175,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     if (!now || !owner || isErrorMeta(now.metadata)) {
       throw Errors.embeddingLost(reqId, 'handed over, but its metadata record is gone');
     }
-    const self = this.registry.self;
-    if (owner.instance === self.instance && owner.boot === self.boot && owner.rank === self.rank) {
+    if (this.registry.isSelf(owner)) {
       // Recorded here, and not held here: taken and then let go (released or expired).
       throw Errors.embeddingLost(reqId, 'taken over here, and no longer held');
     }
@@ -203,11 +202,9 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
    */
   async drop(reqId: string): Promise<Owner | undefined> {
     const claim = await this.registry.claimHanded(reqId, this.registry.self);
-    if (!claim.won && claim.now?.owner && claim.now.owner.store === undefined) {
-      const self = this.registry.self;
-      const o = claim.now.owner;
-      if (!(o.instance === self.instance && o.boot === self.boot && o.rank === self.rank)) return o;
-    }
+    const owner = claim.won ? undefined : claim.now?.owner;
+    // Taken over by another instance first: the release goes there.
+    if (owner && owner.store === undefined && !this.registry.isSelf(owner)) return owner;
     await this.tier
       .release(reqId)
       .catch((err: unknown) =>

@@ -292,15 +292,22 @@ export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
    * to it rather than find an owner that holds nothing.
    */
   async unclaimHanded(was: StoredMeta): Promise<void> {
-    const self = this.self;
     const claim = await this.store.claim(was.reqId, (now) =>
-      now.owner?.instance === self.instance &&
-      now.owner.boot === self.boot &&
-      now.owner.rank === self.rank
-        ? was
-        : undefined,
+      this.isSelf(now.owner) ? was : undefined,
     );
     if (claim.won) this.untrack(was.reqId);
+  }
+
+  /** Whether `owner` is this process (instance, boot and rank), not another or an earlier one. */
+  isSelf(owner: Owner | undefined): boolean {
+    const self = this.self;
+    return (
+      owner !== undefined &&
+      owner.store === undefined &&
+      owner.instance === self.instance &&
+      owner.boot === self.boot &&
+      owner.rank === self.rank
+    );
   }
 
   /** Answers every current waiter of the record's req_id. */
