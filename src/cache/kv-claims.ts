@@ -1,13 +1,8 @@
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { Clock } from '../common/clock';
 import { Logger } from '@nestjs/common';
-import {
-  JetStreamApiCodes,
-  JetStreamApiError,
-  jetstream,
-  jetstreamManager,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { lostCompareAndSet } from '../jetstream/compare-and-set';
 import { Kvm, type KV } from '@nats-io/kv';
 import { withTimeout } from '../common/timeout';
 import { CacheClaims, isDead, type ClaimRecord, type Claimed } from './claims';
@@ -33,11 +28,6 @@ function decode(value: Uint8Array): ClaimRecord | undefined {
     return undefined;
   }
 }
-
-const lostRace = (err: unknown) =>
-  err instanceof JetStreamApiError &&
-  (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
-    /wrong last sequence/i.test(err.message));
 
 /**
  * Claims in the JetStream KV bucket `<EPD_KV_BUCKET>_claims`, shared by every instance and
@@ -80,7 +70,7 @@ export class KvClaims extends CacheClaims {
         try {
           return { mine: true, revision: await this.call(kv.create(keyOf(key), value)) };
         } catch (err) {
-          if (!lostRace(err)) throw err;
+          if (!lostCompareAndSet(err)) throw err;
         }
         const held = await this.call(kv.get(keyOf(key)));
         const current = held?.operation === 'PUT' ? decode(held.value) : undefined;
@@ -92,7 +82,7 @@ export class KvClaims extends CacheClaims {
           const revision = await this.call(kv.update(keyOf(key), value, held.revision));
           return { mine: true, revision, tookOver: true };
         } catch (err) {
-          if (!lostRace(err)) throw err;
+          if (!lostCompareAndSet(err)) throw err;
         }
       }
       this.warn('lost every race for a claim', key);
@@ -108,7 +98,7 @@ export class KvClaims extends CacheClaims {
       const kv = await this.bucket();
       return await this.call(kv.update(keyOf(key), JSON.stringify(record), revision));
     } catch (err) {
-      if (!lostRace(err)) this.warn((err as Error).message, key);
+      if (!lostCompareAndSet(err)) this.warn((err as Error).message, key);
       return undefined;
     }
   }

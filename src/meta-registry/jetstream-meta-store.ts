@@ -1,13 +1,7 @@
 import { Clock } from '../common/clock';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
-import {
-  jetstream,
-  jetstreamManager,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
-import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { Kvm, type KV, type KvEntry, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Subject, type Subscription } from 'rxjs';
 import { backoffMs, sleep } from '../common/backoff';
@@ -17,6 +11,7 @@ import { MMError } from '../common/errors/mm-error';
 import type { AppConfig } from '../config/app-config';
 import type { NatsConnectionService } from '../transport/nats-connection.service';
 import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
+import { lostCompareAndSet } from '../jetstream/compare-and-set';
 import {
   MetaStore,
   settingsMismatch,
@@ -302,7 +297,11 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     if (seen && seen.record.publishedAt >= this.clock.now() - this.config.timeouts.sendTimeoutMs) {
       return seen.record;
     }
-    const entry = await this.call(kv.get(keyOf(reqId)), reqId);
+    return this.recordOf(reqId, await this.call(kv.get(keyOf(reqId)), reqId));
+  }
+
+  /** A bucket entry's record: none for a delete, or for a put this process deleted. */
+  private recordOf(reqId: string, entry: KvEntry | null): StoredMeta | undefined {
     if (entry?.operation !== 'PUT') return undefined;
     // Deleted, and its purge not landed yet (or this read raced it): absent.
     if (entry.revision <= (this.deleted.get(reqId)?.revision ?? 0)) return undefined;
@@ -323,21 +322,13 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
       const kv = this.connected(reqId);
       const entry = await this.call(kv.get(key), reqId);
-      const deleted = this.deleted.get(reqId)?.revision ?? 0;
-      const now =
-        entry?.operation === 'PUT' && entry.revision > deleted
-          ? decodeRecord(reqId, entry.value)
-          : undefined;
+      const now = this.recordOf(reqId, entry);
       const next = now && change(now);
       if (!next) return { won: false, now };
       const written = kv.update(key, encodeRecord(next), entry!.revision).then(
         () => true,
         (err: unknown) => {
-          if (
-            err instanceof JetStreamApiError &&
-            err.code === JetStreamApiCodes.StreamWrongLastSequence
-          )
-            return false;
+          if (lostCompareAndSet(err)) return false;
           throw err;
         },
       );
