@@ -6,12 +6,14 @@ import { createInterface } from 'node:readline';
 import request from 'supertest';
 import { startTestApp, type TestApp } from './support/app';
 import { waitFor } from './support/calls';
-import { dataUri, image, tone } from './support/media';
+import { animatedGif, dataUri, image, tone } from './support/media';
 
 /**
  * SGLang's ZMQ wire, end to end: the service pushes to a Python receiver that binds a
  * PULL socket and reassembles with SGLang's receiver logic and restricted unpickler
- * (test/interop/sglang_stub/: a port of SGLang's receiver, read at commit 20b5ba6e, with torch replaced by a numpy stand-in). Both backends SGLang chooses between are covered:
+ * (test/interop/sglang_stub/: a port of SGLang's receiver, first read at commit 20b5ba6e and
+ * brought up to the stricter receiver of 2026-08/09, with torch replaced by a numpy stand-in;
+ * its Modality enum is today's unless SGLANG_MODALITY_ENUM=legacy). Both backends SGLang chooses between are covered:
  * zmq_to_tokenizer (prefill_host + embedding_port in /encode) and zmq_to_scheduler
  * (each TP rank registers through /scheduler_receive_url), plus the legacy port list,
  * multi-part requests, receive_count > 1 and the error frame.
@@ -19,6 +21,7 @@ import { dataUri, image, tone } from './support/media';
 interface PyResult {
   status: 'success' | 'fail' | 'timeout';
   messages: number;
+  dropped: number;
   error_msg?: string;
   error_code?: number;
   modalities?: string[];
@@ -36,10 +39,18 @@ const children: ChildProcess[] = [];
 async function pyReceiver(
   rid: string,
   expectNpy?: string,
+  options: { modalityEnum?: 'current' | 'legacy'; timeoutS?: number } = {},
 ): Promise<{ port: number; result: Promise<PyResult> }> {
-  const args = ['test/interop/receive.py', '--rid', rid, '--timeout', '30'];
+  const args = [
+    'test/interop/receive.py',
+    '--rid',
+    rid,
+    '--timeout',
+    String(options.timeoutS ?? 30),
+  ];
   if (expectNpy) args.push('--expect-npy', expectNpy);
-  const child = spawn(PYTHON, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const env = { ...process.env, SGLANG_MODALITY_ENUM: options.modalityEnum ?? 'current' };
+  const child = spawn(PYTHON, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
   children.push(child);
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const first = await lines.next();
@@ -57,6 +68,37 @@ function referenceNpy(file: Buffer, ext: string): string {
   execFileSync(process.execPath, ['dist/cli/embed.js', input, '--npy', out]);
   return out;
 }
+
+/** One request of three parts, one per modality: image, audio, video (an animated GIF). */
+async function threeParts(rid: string): Promise<Record<string, unknown>[]> {
+  const png = await image(56, 56, 'png', { r: 90, g: 20, b: 200 });
+  const gif = await animatedGif(56, 56, 4);
+  const items: [string, string][] = [
+    ['image', dataUri(png, 'image/png')],
+    ['audio', dataUri(tone(1.0), 'audio/wav')],
+    ['video', dataUri(gif, 'image/gif')],
+  ];
+  return items.map(([modality, item], i) => ({
+    req_id: `${rid}_local_part_${i}`,
+    modality,
+    num_parts: 3,
+    part_idx: i,
+    mm_items: [item],
+  }));
+}
+
+/** What SGLang's receiver must reassemble from threeParts (grids as its processors give). */
+const THREE_PARTS_RESULT = {
+  status: 'success',
+  messages: 3,
+  dropped: 0,
+  modalities: ['AUDIO', 'IMAGE', 'VIDEO'],
+  grids: {
+    img_grid_thw: [[1, 4, 4]],
+    video_grid_thw: [[2, 4, 4]],
+    audio_feature_lens: [100],
+  },
+};
 
 describe('SGLang ZMQ wire (e2e, Python receiver)', () => {
   let t: TestApp;
@@ -196,6 +238,44 @@ describe('SGLang ZMQ wire (e2e, Python receiver)', () => {
     expect(got.error_msg).toContain('Error while loading data');
   });
 
+  it('an image, an audio and a video part reach the current receiver (Modality IMAGE=1, VIDEO=2, AUDIO=3) in both zmq modes', async () => {
+    // zmq_to_scheduler: one rank registers for every part.
+    const rank = await pyReceiver('three');
+    const parts = await threeParts('three');
+    const [encodes] = await Promise.all([
+      Promise.all(parts.map((p) => encode(p))),
+      ...parts.map((p) => register(String(p.req_id), rank.port, 1)),
+    ]);
+    for (const e of encodes) expect(e.status).toBe(200);
+    expect(await rank.result).toMatchObject(THREE_PARTS_RESULT);
+
+    // zmq_to_tokenizer: every part's /encode names the tokenizer's one port.
+    const tok = await pyReceiver('three-tok');
+    const tokParts = await threeParts('three-tok');
+    const tokEncodes = await Promise.all(
+      tokParts.map((p) => encode({ ...p, prefill_host: '127.0.0.1', embedding_port: tok.port })),
+    );
+    for (const e of tokEncodes) expect(e.status).toBe(200);
+    expect(await tok.result).toMatchObject(THREE_PARTS_RESULT);
+  });
+
+  it('a registration that arrives after its encode failed is answered 200, as the SGLang encoder does, and its receiver gets the encode error frame', async () => {
+    const res = await encode({
+      req_id: 'late_local_part_0',
+      mm_items: ['data:image/png;base64,' + Buffer.from('not a png').toString('base64')],
+    });
+    expect(res.status).toBe(400);
+    const rx = await pyReceiver('late', undefined, { timeoutS: 10 });
+    const late = await register('late_local_part_0', rx.port, 1);
+    expect(late.status).toBe(200);
+    // The failed encode's error frame goes to the late receiver too: it fails now, with
+    // the encode's status and message, instead of waiting for its own timeout.
+    const got = await rx.result;
+    expect(got.status).toBe('fail');
+    expect(got.error_code).toBe(400);
+    expect(got.error_msg).toContain('Error while loading data');
+  });
+
   it('/send naming a Mooncake session is refused with a clear 400', async () => {
     const res = await request(t.httpUrl).post('/send').send({
       req_id: 'mc',
@@ -207,5 +287,87 @@ describe('SGLang ZMQ wire (e2e, Python receiver)', () => {
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ type: 'mooncake_unsupported' });
     expect(res.body.message).toContain('Mooncake');
+  });
+});
+
+/** A service configured for SGLang releases before 2026-04 (EPD_ZMQ_MODALITY_VALUES=legacy). */
+describe('SGLang ZMQ wire, legacy Modality values (e2e, Python receiver)', () => {
+  let legacy: TestApp;
+  beforeAll(async () => {
+    legacy = await startTestApp({
+      EPD_TRANSFER_BACKEND: 'zmq',
+      EPD_ZMQ_MODALITY_VALUES: 'legacy',
+      EPD_SEND_TIMEOUT_MS: '60000',
+    });
+  });
+  afterAll(async () => {
+    for (const c of children) if (c.exitCode === null) c.kill();
+    await legacy.close();
+  });
+
+  it('the finding, reproduced: the legacy values (AUDIO=4, VIDEO=3) against the current receiver fail the audio part and read video as audio', async () => {
+    const audioRx = await pyReceiver('old-audio');
+    const [audio] = (await threeParts('old-audio')).slice(1, 2);
+    const res = await request(legacy.httpUrl)
+      .post('/encode')
+      .send({ ...audio, num_parts: 1, part_idx: 0, req_id: 'old-audio_local_part_0' });
+    expect(res.status).toBe(200);
+    await request(legacy.httpUrl)
+      .post('/scheduler_receive_url')
+      .send({
+        req_id: 'old-audio_local_part_0',
+        receive_count: 1,
+        receive_url: `127.0.0.1:${audioRx.port}`,
+      })
+      .expect(200);
+    const audioGot = await audioRx.result;
+    expect(audioGot.status).toBe('fail');
+    expect(audioGot.error_msg).toContain('4 is not a valid Modality');
+
+    const videoRx = await pyReceiver('old-video');
+    const [video] = (await threeParts('old-video')).slice(2);
+    const vres = await request(legacy.httpUrl)
+      .post('/encode')
+      .send({ ...video, num_parts: 1, part_idx: 0, req_id: 'old-video_local_part_0' });
+    expect(vres.status).toBe(200);
+    await request(legacy.httpUrl)
+      .post('/scheduler_receive_url')
+      .send({
+        req_id: 'old-video_local_part_0',
+        receive_count: 1,
+        receive_url: `127.0.0.1:${videoRx.port}`,
+      })
+      .expect(200);
+    // Modality(3) is AUDIO today: the video's grid lands in audio_feature_lens.
+    expect(await videoRx.result).toMatchObject({
+      status: 'success',
+      modalities: ['AUDIO'],
+      grids: { video_grid_thw: null },
+    });
+  });
+
+  it('EPD_ZMQ_MODALITY_VALUES=legacy serves a receiver from before 2026-04 (MULTI_IMAGES in the enum) in both zmq modes', async () => {
+    const send = (body: Record<string, unknown>) =>
+      request(legacy.httpUrl).post('/encode').send(body);
+    const rank = await pyReceiver('old3', undefined, { modalityEnum: 'legacy' });
+    const parts = await threeParts('old3');
+    const [encodes] = await Promise.all([
+      Promise.all(parts.map((p) => send(p))),
+      ...parts.map((p) =>
+        request(legacy.httpUrl)
+          .post('/scheduler_receive_url')
+          .send({ req_id: p.req_id, receive_count: 1, receive_url: `127.0.0.1:${rank.port}` }),
+      ),
+    ]);
+    for (const e of encodes) expect(e.status).toBe(200);
+    expect(await rank.result).toMatchObject(THREE_PARTS_RESULT);
+
+    const tok = await pyReceiver('old3-tok', undefined, { modalityEnum: 'legacy' });
+    const tokParts = await threeParts('old3-tok');
+    const tokEncodes = await Promise.all(
+      tokParts.map((p) => send({ ...p, prefill_host: '127.0.0.1', embedding_port: tok.port })),
+    );
+    for (const e of tokEncodes) expect(e.status).toBe(200);
+    expect(await tok.result).toMatchObject(THREE_PARTS_RESULT);
   });
 });

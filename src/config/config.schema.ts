@@ -124,6 +124,7 @@ export const configSchema = z.object({
     zmqEmbeddingClass: z
       .string()
       .regex(/^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$/, 'must be a dotted Python class path'),
+    zmqModalityValues: z.enum(['current', 'legacy']),
   }),
   cache: z.object({
     maxBytes: z.coerce.number().int().min(0),
@@ -241,6 +242,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_ZMQ_MAX_SOCKETS_PER_HOST: ['transfer', 'zmqMaxSocketsPerHost'],
   EPD_ZMQ_IDLE_MS: ['transfer', 'zmqIdleMs'],
   EPD_ZMQ_EMBEDDING_CLASS: ['transfer', 'zmqEmbeddingClass'],
+  EPD_ZMQ_MODALITY_VALUES: ['transfer', 'zmqModalityValues'],
   EPD_ALLOWED_DESTINATIONS: ['transfer', 'allowedDestinations'],
   EPD_CACHE_MAX_BYTES: ['cache', 'maxBytes'],
   EPD_OVERLOAD_QUEUE_MS: ['overload', 'queueMs'],

@@ -14,9 +14,14 @@ import {
   type Endpoint,
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
-import type { SlabSlot } from '../common/kernel';
+import type { Modality, SlabSlot } from '../common/kernel';
 import type { DestinationView, RegisterRequest, SendRequest, SendStatus } from './delivery.schema';
-import { ReqStateStore, type Destination, type ReqState } from '../requests/req-state.store';
+import {
+  ReqStateStore,
+  type Destination,
+  type RecentFailure,
+  type ReqState,
+} from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
 import { DestinationPolicy } from './destination-policy';
 
@@ -129,6 +134,8 @@ export class DeliveryService {
     await this.policy.check(endpoint, req.req_id);
     let state = this.states.get(req.req_id);
     if (!state) {
+      const failure = this.states.failureOf(req.req_id);
+      if (failure) return this.lateForFailure(req.req_id, endpoint, failure);
       if (this.states.wasReleased(req.req_id)) throw Errors.notActive(req.req_id);
       state = await this.states.waitForStart(req.req_id, deadline);
       if (!state) throw Errors.startTimeout(req.req_id);
@@ -203,36 +210,54 @@ export class DeliveryService {
     error: { message: string; code: number },
     deadline: number,
   ): Promise<void> {
+    this.states.rememberFailure(state, error);
     const endpoints = new Map<string, Endpoint>();
     for (const d of state.destinations.values()) endpoints.set(d.key, d.endpoint);
     for (const t of targets) endpoints.set(endpointKey(t), t);
-    const header: FrameHeader = {
-      req_id: publicReqId(state.reqId),
-      part_idx: state.partIdx,
-      num_parts: state.numParts,
-      shape: [0],
-      dtype: 'float32',
-      byte_length: 0,
-      session_id: null,
-      buffer_address: null,
-      modality: state.modality,
-      error_msg: unscopeReply(error.message, state.reqId),
-      error_code: error.code,
-    };
+    const { modality, partIdx, numParts } = state;
+    const header = errorFrame(state.reqId, { modality, partIdx, numParts, ...error });
     await Promise.all(
-      [...endpoints].map(async ([key, endpoint]) => {
-        // An endpoint the policy refuses hears nothing, not even that the encode failed.
-        if (!(await this.policy.allows(endpoint))) return;
-        await this.transport
-          .send(endpoint, header, new Uint8Array(0), deadline)
-          .catch((err: unknown) =>
-            this.logger.warn(
-              { req_id: state.reqId, endpoint: key, err: (err as Error).message },
-              'could not deliver the error frame',
-            ),
-          );
-      }),
+      [...endpoints].map(([key, endpoint]) =>
+        this.sendErrorFrame(state.reqId, key, endpoint, header, deadline),
+      ),
     );
+  }
+
+  /**
+   * A registration after its encode failed: answered 200, as SGLang's encoder answers, and
+   * the receiver is sent the failure's error frame, so it fails now with the encode's own
+   * status and message (a 400 here would surface as "Failed to register receive URL").
+   */
+  private lateForFailure(reqId: string, endpoint: Endpoint, failure: RecentFailure): null {
+    const deadline = this.clock.now() + this.config.timeouts.sendTimeoutMs;
+    void this.sendErrorFrame(
+      reqId,
+      endpointKey(endpoint),
+      endpoint,
+      errorFrame(reqId, failure),
+      deadline,
+    );
+    return null;
+  }
+
+  /** Best effort: a receiver that is gone is only logged. */
+  private async sendErrorFrame(
+    reqId: string,
+    key: string,
+    endpoint: Endpoint,
+    header: FrameHeader,
+    deadline: number,
+  ): Promise<void> {
+    // An endpoint the policy refuses hears nothing, not even that the encode failed.
+    if (!(await this.policy.allows(endpoint))) return;
+    await this.transport
+      .send(endpoint, header, new Uint8Array(0), deadline)
+      .catch((err: unknown) =>
+        this.logger.warn(
+          { req_id: reqId, endpoint: key, err: (err as Error).message },
+          'could not deliver the error frame',
+        ),
+      );
   }
 
   status(reqId: string): SendStatus {
@@ -403,4 +428,24 @@ export class DeliveryService {
       throw Errors.releasedDuringEncode(state.reqId);
     }
   }
+}
+
+/** The frame that tells a receiver its part failed: no bytes, the error's status and message. */
+function errorFrame(
+  reqId: string,
+  f: { modality: Modality; partIdx: number; numParts: number; message: string; code: number },
+): FrameHeader {
+  return {
+    req_id: publicReqId(reqId),
+    part_idx: f.partIdx,
+    num_parts: f.numParts,
+    shape: [0],
+    dtype: 'float32',
+    byte_length: 0,
+    session_id: null,
+    buffer_address: null,
+    modality: f.modality,
+    error_msg: unscopeReply(f.message, reqId),
+    error_code: f.code,
+  };
 }

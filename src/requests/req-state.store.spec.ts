@@ -140,4 +140,27 @@ describe('ReqStateStore', () => {
     expect(s.phase).toBe('released');
     expect(ended).toEqual([]);
   });
+
+  it('remembers a failed encode for late registrations, for the send TTL only, and drains to zero', () => {
+    const s = store.begin('f', 'audio', 1, 2);
+    store.rememberFailure(s, { message: 'x'.repeat(5000), code: 400 });
+    store.discard(s);
+    expect(store.failureOf('f')).toMatchObject({
+      modality: 'audio',
+      partIdx: 1,
+      numParts: 2,
+      code: 400,
+    });
+    expect(store.failureOf('f')!.message).toHaveLength(1024);
+    expect(store.stats().recentFailures).toBe(1);
+    // A new encode of the same id forgets the old failure.
+    store.begin('f', 'image', 0, 1);
+    expect(store.failureOf('f')).toBeUndefined();
+    const g = store.begin('g', 'image', 0, 1);
+    store.rememberFailure(g, { message: 'bad', code: 500 });
+    jest.advanceTimersByTime(5001);
+    expect(store.failureOf('g')).toBeUndefined();
+    store.sweep();
+    expect(store.stats().recentFailures).toBe(0);
+  });
 });

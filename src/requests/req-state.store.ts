@@ -15,6 +15,20 @@ const MAX_TOMBSTONES = 100_000;
 /** Ids released recently, so a late registration is told "not active" at once. */
 const MAX_RECENTLY_RELEASED = 100_000;
 
+/** Failed encodes remembered for late registrations; their messages are cut to this. */
+const MAX_RECENT_FAILURES = 10_000;
+const MAX_FAILURE_MESSAGE = 1024;
+
+/** A failed encode, kept so a receiver registering after it still hears its error frame. */
+export interface RecentFailure {
+  modality: Modality;
+  partIdx: number;
+  numParts: number;
+  message: string;
+  code: number;
+  until: number;
+}
+
 /** Sets key → until (constant TTL), oldest evicted at `max`; re-inserting keeps expiry order. */
 function boundedSet(map: Map<string, number>, key: string, until: number, max: number): void {
   map.delete(key);
@@ -39,6 +53,7 @@ export interface StagingStats {
   maxBytes: number;
   tombstones: number;
   recentlyReleased: number;
+  recentFailures: number;
   startWaiters: number;
 }
 
@@ -57,6 +72,8 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
   private readonly tombstones = new Map<string, number>();
   /** States released (or expired) recently: req_id → expiry (epoch ms). */
   private readonly recentlyReleased = new Map<string, number>();
+  /** Encodes that failed recently, in expiry order (EPD_SEND_TIMEOUT_MS). */
+  private readonly failures = new Map<string, RecentFailure>();
   /** Registrations waiting for an encode to start: req_id → resolvers. */
   private readonly startWaiters = new Map<string, Set<(s: ReqState) => void>>();
   private usedBytes = 0;
@@ -96,6 +113,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
     const state = new ReqState(reqId, modality, partIdx, numParts, this.clock.now());
     this.states.set(reqId, state);
     this.recentlyReleased.delete(reqId);
+    this.failures.delete(reqId);
     const waiters = this.startWaiters.get(reqId);
     if (waiters) {
       this.startWaiters.delete(reqId);
@@ -111,6 +129,31 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
 
   isTombstoned(reqId: string): boolean {
     return this.tombstones.has(reqId);
+  }
+
+  /**
+   * Remembers a failed encode's error for EPD_SEND_TIMEOUT_MS (at most 10,000, oldest out),
+   * so a receiver that registers after the failure is sent the error frame and answered
+   * 200, as SGLang's encoder answers, instead of a "not active" that would hide the error.
+   */
+  rememberFailure(state: ReqState, error: { message: string; code: number }): void {
+    this.failures.delete(state.reqId);
+    if (this.failures.size >= MAX_RECENT_FAILURES)
+      this.failures.delete(this.failures.keys().next().value!);
+    this.failures.set(state.reqId, {
+      modality: state.modality,
+      partIdx: state.partIdx,
+      numParts: state.numParts,
+      message: error.message.slice(0, MAX_FAILURE_MESSAGE),
+      code: error.code,
+      until: this.clock.now() + this.config.timeouts.sendTimeoutMs,
+    });
+  }
+
+  /** The failure of a recently failed encode of `reqId`, if it is still remembered. */
+  failureOf(reqId: string): RecentFailure | undefined {
+    const failure = this.failures.get(reqId);
+    return failure && failure.until > this.clock.now() ? failure : undefined;
   }
 
   /** True when the req_id was released (or tombstoned) recently: registrations for it are refused. */
@@ -285,6 +328,10 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
     }
     expireOrdered(this.tombstones, now);
     expireOrdered(this.recentlyReleased, now);
+    for (const [reqId, failure] of this.failures) {
+      if (failure.until > now) break;
+      this.failures.delete(reqId);
+    }
     return expired;
   }
 
@@ -327,6 +374,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
       maxBytes: this.config.encoder.stagingMaxBytes,
       tombstones: this.tombstones.size,
       recentlyReleased: this.recentlyReleased.size,
+      recentFailures: this.failures.size,
       startWaiters: this.startWaiterCount,
     };
   }

@@ -3,6 +3,7 @@ rank or the tokenizer does), receives and reassembles one request's parts with S
 receiver logic (sglang_stub/), and prints one JSON line describing what it got.
 
 usage: receive.py --rid RID [--expect-npy FILE] [--timeout S]
+SGLANG_MODALITY_ENUM=legacy reads the Modality enum of SGLang releases before 2026-04.
 Prints {"port": N} first (the port it bound), then the result.
 With --expect-npy, the reassembled embedding is compared with the float32 reference
 converted independently (numpy): exactly for float32 and float16, bit for bit after
@@ -64,7 +65,7 @@ def main():
         req.consume_parts(sock.recv_multipart())
         messages += 1
 
-    out = {"status": req.status, "messages": messages}
+    out = {"status": req.status, "messages": messages, "dropped": req.dropped}
     if req.status == "fail":
         out.update(error_msg=req.error_msg, error_code=req.error_code)
     if req.status == "success":

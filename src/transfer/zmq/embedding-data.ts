@@ -1,8 +1,16 @@
 import type { FrameHeader, WireDtype } from '../frame';
 import { PyCall, PyFloat, PyGlobal, PyObject, pickle, type PyValue } from './pickle';
 
-/** SGLang's `Modality` enum (`sglang.srt.managers.schedule_batch`): `auto()` values. */
-const MODALITY_VALUE: Readonly<Record<string, number>> = { image: 1, video: 3, audio: 4 };
+/**
+ * SGLang's `Modality` enum (`sglang.srt.managers.schedule_batch`), its `auto()` values.
+ * `current`: IMAGE, VIDEO, AUDIO, since sgl-project/sglang#21899 (2026-04-03) removed
+ * MULTI_IMAGES; `legacy`: IMAGE, MULTI_IMAGES, VIDEO, AUDIO, the releases before it.
+ */
+export type ModalityValues = 'current' | 'legacy';
+export const MODALITY_VALUES: Readonly<Record<ModalityValues, Readonly<Record<string, number>>>> = {
+  current: { image: 1, video: 2, audio: 3 },
+  legacy: { image: 1, video: 3, audio: 4 },
+};
 const MODALITY = new PyGlobal('sglang.srt.managers.schedule_batch', 'Modality');
 const TORCH_TENSOR = new PyGlobal('torch', 'tensor');
 const TORCH_DTYPE: Readonly<Record<WireDtype, PyGlobal>> = {
@@ -38,9 +46,14 @@ function gridValue(header: FrameHeader): PyValue {
  * restricted unpickler refuses `http.HTTPStatus`). On error, dtype, shape and grid are
  * None and no bytes frame follows.
  */
-export function embeddingDataFrame(header: FrameHeader, classPath: string, nowMs: number): Buffer {
+export function embeddingDataFrame(
+  header: FrameHeader,
+  classPath: string,
+  nowMs: number,
+  values: ModalityValues = 'current',
+): Buffer {
   const failed = header.error_msg !== undefined;
-  const modality = header.modality ? MODALITY_VALUE[header.modality] : undefined;
+  const modality = header.modality ? MODALITY_VALUES[values][header.modality] : undefined;
   const state = new Map<string, PyValue>([
     ['req_id', header.req_id],
     ['num_parts', header.num_parts],

@@ -98,6 +98,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
       header,
       this.config.transfer.zmqEmbeddingClass,
       this.clock.now(),
+      this.config.transfer.zmqModalityValues,
     );
     const frames = header.error_msg !== undefined ? [meta] : [meta, payload];
     const run = async (): Promise<Ack> => {

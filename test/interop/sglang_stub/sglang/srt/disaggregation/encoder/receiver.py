@@ -1,11 +1,16 @@
 """The receiving half of SGLang's encoder wire, as its scheduler/tokenizer runs it.
 
 A port, written in this repository from SGLang's
-`python/sglang/srt/disaggregation/encoder/receiver.py` at sgl-project/sglang commit 20b5ba6e: the EmbeddingData
-class that the encoder pickles (same module path, same attributes), the per-part checks
-of `consume_parts`, and the aggregation of parts (`MultiModalEmbeddingData`) into one
-embedding per modality plus its grid metadata. torch is the numpy stub next to this
-package; nothing else is stubbed.
+`python/sglang/srt/disaggregation/encoder/receiver.py` (first at sgl-project/sglang
+20b5ba6e; brought up to the stricter receiver of 0b9c3848 / 1901ddec, 2026-08/09): the
+EmbeddingData class that the encoder pickles (same module path, same attributes), the
+per-part checks of `consume_parts` in their order (an error frame fails the request; a
+part whose req_id is not this request's is dropped with a warning, so an error frame
+labelled with the wrong id is never seen; the part's metadata types are checked; a part
+that arrives twice fails the request), and the aggregation of parts
+(`MultiModalEmbeddingData`) into one embedding per modality plus its grid metadata. The
+Modality enum is the stub's (SGLANG_MODALITY_ENUM: current or legacy). torch is the numpy
+stub next to this package; nothing else is stubbed.
 """
 from collections import defaultdict
 
@@ -83,7 +88,7 @@ class MultiModalEmbeddingData:
 
     def add(self, part):
         if part.req_id != self.req_id:
-            return False
+            return False  # SGLang logs "Dropping embedding data with mismatched req_id"
         assert not self.ready_list[part.part_idx], f"part {part.part_idx} arrived twice"
         pid = part.part_idx
         self.ready_list[pid] = True
@@ -125,16 +130,21 @@ class WaitingRequest:
         self.status = "pending"
         self.error_msg = None
         self.error_code = None
+        self.dropped = 0
 
     def consume_parts(self, parts):
+        if self.status != "pending":
+            return
         try:
             obj = safe_pickle_loads(parts[0])
             if getattr(obj, "error_msg", None) is not None:
                 self.status, self.error_msg, self.error_code = "fail", obj.error_msg, obj.error_code
                 return
             if extract_original_req_id(obj.req_id) != self.rid:
-                return  # a stale payload (port reuse): dropped, as SGLang does
+                self.dropped += 1  # a stale payload (port reuse): dropped, as SGLang does
+                return
             obj.req_id = self.rid
+            check_part_types(obj)
             obj.embedding = torch.frombuffer(parts[1], dtype=obj.dtype).reshape(obj.shape).clone()
             if self.data is None:
                 self.data = MultiModalEmbeddingData(obj)
@@ -145,3 +155,19 @@ class WaitingRequest:
             return
         if self.data.ready:
             self.status = "success"
+
+
+def check_part_types(obj):
+    """The metadata types the stricter receiver relies on, checked before use."""
+    if not isinstance(obj.modality, Modality):
+        raise TypeError(f"modality is {type(obj.modality).__name__}, not Modality")
+    for name in ("num_parts", "part_idx"):
+        value = getattr(obj, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} is {type(value).__name__}, not int")
+    if not 0 <= obj.part_idx < obj.num_parts:
+        raise ValueError(f"part_idx {obj.part_idx} out of range for num_parts {obj.num_parts}")
+    if not isinstance(obj.dtype, torch.dtype):
+        raise TypeError(f"dtype is {type(obj.dtype).__name__}, not torch.dtype")
+    if not isinstance(obj.shape, list) or not all(isinstance(d, int) for d in obj.shape):
+        raise TypeError("shape is not a list of int")
