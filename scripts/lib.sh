@@ -27,6 +27,14 @@ ensure_openssl() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq openssl >/dev/null
 }
 
+# Debian's b3sum: the vLLM mm_hash test computes blake3 with it, independently of the service.
+ensure_b3sum() {
+  if command -v b3sum >/dev/null 2>&1; then return 0; fi
+  log "installing b3sum (Debian package)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq b3sum >/dev/null
+}
+
 # Debian's python3, for tests that check us against independent implementations: numpy
 # (.npy files, bfloat16), Pillow (the Qwen2-VL reference processor) and pyzmq (the
 # SGLang-wire interop receiver). Found with `command -p` (the python3 first on PATH may be
@@ -54,6 +62,7 @@ ensure_test_dependencies() {
   ensure_nats_server
   ensure_python_packages
   ensure_openssl
+  ensure_b3sum
   ensure_chromium
   ensure_node_modules
   ensure_build

@@ -21,6 +21,7 @@ import { ScalingModule } from './scaling/scaling.module';
 import { TransportModule } from './transport/transport.module';
 import { JetStreamModule } from './jetstream/jetstream.module';
 import { TracingFlush } from './tracing/tracing.lifecycle';
+import { VllmModule, VllmProxyModule } from './vllm/vllm.module';
 
 /**
  * The whole service, on a config loaded once by whoever creates it (main.ts or a test).
@@ -50,10 +51,13 @@ export class AppModule {
         AdminModule.for(encoderSide),
         MetricsModule.for(role),
         SglangModule,
+        VllmProxyModule,
         // The autoscaling signal, once per instance (a DP worker is part of its supervisor's).
         ...(role === 'worker' ? [] : [ScalingModule.for(encoderSide)]),
         // Staged embeddings that outlive the process (EPD_CACHE_STORE=jetstream): one process only.
         ...(role === 'single' ? [HandoffModule] : []),
+        // vLLM's encode-instance face reads this process's staged embeddings: one process only.
+        ...(role === 'single' ? [VllmModule] : []),
       ],
       providers: [TracingFlush],
     };

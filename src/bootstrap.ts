@@ -12,6 +12,7 @@ import { AppConfig } from './config/app-config';
 import { ProcessRole } from './config/process-role';
 import { InstanceRoster } from './routing/instance-roster.service';
 import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
+import { ProxyRegistrar } from './vllm/proxy-registrar.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
 import { IpcRpcServer } from './transport/ipc-rpc.server';
 import { EncodeAdmission } from './encoder/pipeline/encode-admission.service';
@@ -113,6 +114,7 @@ export async function startApp(
   const address = server.address() as AddressInfo;
   const httpUrl = `http://${config.http.host}:${address.port}`;
   app.get(SglangBootstrap).start(httpUrl);
+  app.get(ProxyRegistrar).start(httpUrl);
   app.get(InstanceRoster).setHttpUrl(httpUrl);
   const natsReady = app.startAllMicroservices().then(() => undefined);
   return { httpUrl, natsReady };

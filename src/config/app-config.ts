@@ -17,6 +17,7 @@ export abstract class AppConfig implements EpdConfigShape {
   abstract readonly overload: EpdConfigShape['overload'];
   abstract readonly scale: EpdConfigShape['scale'];
   abstract readonly sglang: EpdConfigShape['sglang'];
+  abstract readonly vllm: EpdConfigShape['vllm'];
   abstract readonly profile: EpdConfigShape['profile'];
   abstract readonly admin: EpdConfigShape['admin'];
   abstract readonly health: EpdConfigShape['health'];

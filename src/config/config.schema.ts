@@ -20,160 +20,188 @@ const booleanish = z.preprocess(
   z.boolean(),
 );
 
-export const configSchema = z.object({
-  nats: z.object({
-    url: commaList.pipe(
-      z
-        .array(z.string().regex(/^(nats|tls|ws|wss):\/\/[^\s]+$/, 'must be a nats:// URL'))
-        .min(1, 'needs at least one server'),
-    ),
-    user: optionalString,
-    pass: optionalString,
-    token: optionalString,
-    creds: optionalString,
-    tlsCa: optionalString,
-    subjectPrefix: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]+$/, 'must be a single subject token (letters, digits, _ and -)'),
-    queueGroup: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'must be a valid NATS queue group name'),
-    inboxPrefix: z
-      .string()
-      .regex(
-        /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
-        'must be a subject without wildcards (letters, digits, _ and -, tokens joined by .)',
+export const configSchema = z
+  .object({
+    nats: z.object({
+      url: commaList.pipe(
+        z
+          .array(z.string().regex(/^(nats|tls|ws|wss):\/\/[^\s]+$/, 'must be a nats:// URL'))
+          .min(1, 'needs at least one server'),
       ),
-    maxRequestBytes: positiveInt,
-    reconnectMaxDelayMs: positiveInt,
-  }),
-  http: z.object({
-    host: z.string().min(1),
-    port,
-    maxBodyBytes: positiveInt,
-    bodyTimeoutMs: positiveInt,
-    trustProxy: optionalString,
-  }),
-  timeouts: z.object({ reqTimeoutMs: positiveInt, sendTimeoutMs: positiveInt }),
-  registry: z.object({
-    store: z.enum(['memory', 'jetstream']),
-    maxEntries: positiveInt,
-    maxWaiters: positiveInt,
-    sweepIntervalMs: positiveInt,
-    kvBucket: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]+$/, 'must be a JetStream KV bucket name (letters, digits, _ and -)'),
-    kvReplicas: z.coerce.number().int().min(1).max(5),
-    restartLedger: z.string(),
-  }),
-  instance: z.object({
-    // A subject token: the instance answers <prefix>.v1.inst.<id>.<dp_type>.
-    id: z.preprocess(
-      (v) => (v === '' || v === undefined ? defaultInstanceId() : v),
-      z
+      user: optionalString,
+      pass: optionalString,
+      token: optionalString,
+      creds: optionalString,
+      tlsCa: optionalString,
+      subjectPrefix: z
         .string()
-        .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or - (a subject token)'),
-    ),
-    heartbeatMs: positiveInt,
-  }),
-  encoder: z.object({
-    maxBatchSize: positiveInt,
-    maxPending: positiveInt,
-    stagingMaxBytes: positiveInt,
-    workMaxBytes: positiveInt,
-    stagingDtype: z.enum(['float32', 'float16', 'bfloat16']),
-    stagingSlabBytes: z.coerce.number().int().min(0),
-    // Encoder worker processes; above 1 this process supervises and dispatches to them.
-    dpSize: positiveInt.max(64),
-    dpRank: z.coerce.number().int().min(0),
-    // Set by the supervisor in the environment of the processes it starts (EPD_DP_WORKER).
-    dpWorker: booleanish,
-    dpRespawnMaxMs: positiveInt,
-    modelPath: z.string(),
-    audioModelPath: z.string(),
-    minPixels: positiveInt,
-    maxPixels: positiveInt,
-    maxVideoFrames: positiveInt,
-    maxItems: positiveInt,
-    maxTokensPerRequest: positiveInt,
-    maxDecodedPixels: positiveInt,
-    maxAudioSeconds: positiveInt,
-    maxDecodedAudioBytes: positiveInt,
-    preprocessThreads: positiveInt,
-    intraOpThreads: positiveInt,
-    heapGrowingPercent: z.coerce.number().int().min(0).max(1000),
-    probeTimeoutMs: positiveInt,
-    probeFreshMs: positiveInt,
-  }),
-  media: z.object({
-    allowedDomains: commaList,
-    maxBytes: positiveInt,
-    root: z.string(),
-    fetchTimeoutMs: positiveInt,
-    maxRedirects: z.coerce.number().int().min(0).max(20),
-    allowPrivateNetworks: booleanish,
-  }),
-  transfer: z.object({
-    backend: z.enum(['tcp', 'zmq']),
-    allowedDestinations: commaList,
-    zmqSendHwm: positiveInt,
-    zmqLingerMs: z.coerce.number().int().min(0),
-    // Each PUSH socket holds two file descriptors or more; the service's own ZMQ context is
-    // sized from this, so the cap, not libzmq's default of 1023, is what runs out.
-    zmqMaxSockets: z.coerce.number().int().min(1).max(8192),
-    zmqMaxSocketsPerHost: positiveInt,
-    zmqIdleMs: positiveInt,
-    zmqEmbeddingClass: z
-      .string()
-      .regex(/^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$/, 'must be a dotted Python class path'),
-    zmqModalityValues: z.enum(['current', 'legacy']),
-  }),
-  cache: z.object({
-    maxBytes: z.coerce.number().int().min(0),
-    leaseMs: z.coerce.number().int().min(200).max(600_000),
-    maxClaims: positiveInt,
-    trustClientHash: booleanish,
-    store: z.enum(['memory', 'jetstream']),
-    objBucket: z
-      .string()
-      .regex(
-        /^[A-Za-z0-9_-]{1,64}$/,
-        'letters, digits, `_` and `-` only (a JetStream bucket name)',
+        .regex(/^[A-Za-z0-9_-]+$/, 'must be a single subject token (letters, digits, _ and -)'),
+      queueGroup: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'must be a valid NATS queue group name'),
+      inboxPrefix: z
+        .string()
+        .regex(
+          /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+          'must be a subject without wildcards (letters, digits, _ and -, tokens joined by .)',
+        ),
+      maxRequestBytes: positiveInt,
+      reconnectMaxDelayMs: positiveInt,
+    }),
+    http: z.object({
+      host: z.string().min(1),
+      port,
+      maxBodyBytes: positiveInt,
+      bodyTimeoutMs: positiveInt,
+      trustProxy: optionalString,
+    }),
+    timeouts: z.object({ reqTimeoutMs: positiveInt, sendTimeoutMs: positiveInt }),
+    registry: z.object({
+      store: z.enum(['memory', 'jetstream']),
+      maxEntries: positiveInt,
+      maxWaiters: positiveInt,
+      sweepIntervalMs: positiveInt,
+      kvBucket: z
+        .string()
+        .regex(/^[A-Za-z0-9_-]+$/, 'must be a JetStream KV bucket name (letters, digits, _ and -)'),
+      kvReplicas: z.coerce.number().int().min(1).max(5),
+      restartLedger: z.string(),
+    }),
+    instance: z.object({
+      // A subject token: the instance answers <prefix>.v1.inst.<id>.<dp_type>.
+      id: z.preprocess(
+        (v) => (v === '' || v === undefined ? defaultInstanceId() : v),
+        z
+          .string()
+          .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or - (a subject token)'),
       ),
-    objMaxBytes: positiveInt,
-    objMaxAgeS: z.coerce.number().int().min(0),
-    objReplicas: z.coerce.number().int().min(1).max(5),
-    objWriteQueue: z.coerce.number().int().min(1).max(100_000),
-  }),
-  sglang: z.object({ bootstrapUrl: optionalString, advertiseUrl: optionalString }),
-  profile: z.object({ root: z.string() }),
-  admin: z.object({
-    token: optionalString.refine(
-      (t) => t === undefined || t.length >= 32,
-      'must be at least 32 characters when set (a random one: `openssl rand -hex 32`): the dashboard sign-in can be guessed at, and a short token falls first',
-    ),
-    metricsRequireToken: booleanish,
-  }),
-  health: z.object({ natsRttTimeoutMs: positiveInt, maxEventLoopLagMs: positiveInt }),
-  shutdown: z.object({ graceMs: positiveInt, drainMs: positiveInt }),
-  overload: z.object({
-    queueMs: z.coerce.number().int().min(0),
-    maxQueued: positiveInt,
-    stepOut: booleanish,
-  }),
-  scale: z
-    .object({
-      windowS: z.coerce.number().int().min(1).max(3600),
-      targetUtilization: z.coerce.number().gt(0).max(1),
-      targetQueueMs: positiveInt,
-      inStableS: z.coerce.number().int().min(0),
-      min: z.coerce.number().int().min(0),
-      max: positiveInt,
-    })
-    .refine((s) => s.min <= s.max, 'EPD_SCALE_MIN must not exceed EPD_SCALE_MAX'),
-  log: z.object({
-    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-    format: z.enum(['auto', 'json', 'pretty']),
-  }),
-});
+      heartbeatMs: positiveInt,
+    }),
+    encoder: z.object({
+      maxBatchSize: positiveInt,
+      maxPending: positiveInt,
+      stagingMaxBytes: positiveInt,
+      workMaxBytes: positiveInt,
+      stagingDtype: z.enum(['float32', 'float16', 'bfloat16']),
+      stagingSlabBytes: z.coerce.number().int().min(0),
+      // Encoder worker processes; above 1 this process supervises and dispatches to them.
+      dpSize: positiveInt.max(64),
+      dpRank: z.coerce.number().int().min(0),
+      // Set by the supervisor in the environment of the processes it starts (EPD_DP_WORKER).
+      dpWorker: booleanish,
+      dpRespawnMaxMs: positiveInt,
+      modelPath: z.string(),
+      audioModelPath: z.string(),
+      minPixels: positiveInt,
+      maxPixels: positiveInt,
+      maxVideoFrames: positiveInt,
+      maxItems: positiveInt,
+      maxTokensPerRequest: positiveInt,
+      maxDecodedPixels: positiveInt,
+      maxAudioSeconds: positiveInt,
+      maxDecodedAudioBytes: positiveInt,
+      preprocessThreads: positiveInt,
+      intraOpThreads: positiveInt,
+      heapGrowingPercent: z.coerce.number().int().min(0).max(1000),
+      probeTimeoutMs: positiveInt,
+      probeFreshMs: positiveInt,
+    }),
+    media: z.object({
+      allowedDomains: commaList,
+      maxBytes: positiveInt,
+      root: z.string(),
+      fetchTimeoutMs: positiveInt,
+      maxRedirects: z.coerce.number().int().min(0).max(20),
+      allowPrivateNetworks: booleanish,
+    }),
+    transfer: z.object({
+      backend: z.enum(['tcp', 'zmq']),
+      allowedDestinations: commaList,
+      zmqSendHwm: positiveInt,
+      zmqLingerMs: z.coerce.number().int().min(0),
+      // Each PUSH socket holds two file descriptors or more; the service's own ZMQ context is
+      // sized from this, so the cap, not libzmq's default of 1023, is what runs out.
+      zmqMaxSockets: z.coerce.number().int().min(1).max(8192),
+      zmqMaxSocketsPerHost: positiveInt,
+      zmqIdleMs: positiveInt,
+      zmqEmbeddingClass: z
+        .string()
+        .regex(/^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$/, 'must be a dotted Python class path'),
+      zmqModalityValues: z.enum(['current', 'legacy']),
+    }),
+    cache: z.object({
+      maxBytes: z.coerce.number().int().min(0),
+      leaseMs: z.coerce.number().int().min(200).max(600_000),
+      maxClaims: positiveInt,
+      trustClientHash: booleanish,
+      store: z.enum(['memory', 'jetstream']),
+      objBucket: z
+        .string()
+        .regex(
+          /^[A-Za-z0-9_-]{1,64}$/,
+          'letters, digits, `_` and `-` only (a JetStream bucket name)',
+        ),
+      objMaxBytes: positiveInt,
+      objMaxAgeS: z.coerce.number().int().min(0),
+      objReplicas: z.coerce.number().int().min(1).max(5),
+      objWriteQueue: z.coerce.number().int().min(1).max(100_000),
+    }),
+    sglang: z.object({ bootstrapUrl: optionalString, advertiseUrl: optionalString }),
+    vllm: z
+      .object({
+        ecPath: optionalString.refine(
+          (p) => p === undefined || p.startsWith('/'),
+          'must be an absolute path (the directory vLLM consumers read as shared_storage_path)',
+        ),
+        ecTtlS: positiveInt.max(7 * 24 * 3600),
+        ecMaxBytes: z.coerce
+          .number()
+          .int()
+          .min(1 << 20),
+        modelId: optionalString,
+        hashAlgorithm: z.enum(['blake3', 'sha256', 'sha512']),
+        proxyUrls: optionalString,
+        proxyApiKey: optionalString,
+        advertiseUrl: optionalString,
+        announceS: positiveInt.max(3600),
+      })
+      .refine(
+        (v) => v.ecPath === undefined || v.modelId !== undefined,
+        "EPD_VLLM_MODEL_ID must be set with EPD_VLLM_EC_PATH: it is the consumer's --model string, part of every mm_hash computed here",
+      ),
+    profile: z.object({ root: z.string() }),
+    admin: z.object({
+      token: optionalString.refine(
+        (t) => t === undefined || t.length >= 32,
+        'must be at least 32 characters when set (a random one: `openssl rand -hex 32`): the dashboard sign-in can be guessed at, and a short token falls first',
+      ),
+      metricsRequireToken: booleanish,
+    }),
+    health: z.object({ natsRttTimeoutMs: positiveInt, maxEventLoopLagMs: positiveInt }),
+    shutdown: z.object({ graceMs: positiveInt, drainMs: positiveInt }),
+    overload: z.object({
+      queueMs: z.coerce.number().int().min(0),
+      maxQueued: positiveInt,
+      stepOut: booleanish,
+    }),
+    scale: z
+      .object({
+        windowS: z.coerce.number().int().min(1).max(3600),
+        targetUtilization: z.coerce.number().gt(0).max(1),
+        targetQueueMs: positiveInt,
+        inStableS: z.coerce.number().int().min(0),
+        min: z.coerce.number().int().min(0),
+        max: positiveInt,
+      })
+      .refine((s) => s.min <= s.max, 'EPD_SCALE_MIN must not exceed EPD_SCALE_MAX'),
+    log: z.object({
+      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+      format: z.enum(['auto', 'json', 'pretty']),
+    }),
+  })
+  .refine((c) => c.vllm.ecPath === undefined || c.encoder.dpSize === 1, {
+    path: ['vllm', 'ecPath'],
+    message:
+      "vLLM's encode face runs in one process: EPD_VLLM_EC_PATH needs EPD_DP_SIZE=1 (run one instance per DP rank instead)",
+  });
 
 export type EpdConfigShape = z.infer<typeof configSchema>;
 
@@ -265,6 +293,15 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_OBJ_WRITE_QUEUE: ['cache', 'objWriteQueue'],
   EPD_SGLANG_BOOTSTRAP_URL: ['sglang', 'bootstrapUrl'],
   EPD_SGLANG_ADVERTISE_URL: ['sglang', 'advertiseUrl'],
+  EPD_VLLM_EC_PATH: ['vllm', 'ecPath'],
+  EPD_VLLM_EC_TTL_S: ['vllm', 'ecTtlS'],
+  EPD_VLLM_EC_MAX_BYTES: ['vllm', 'ecMaxBytes'],
+  EPD_VLLM_MODEL_ID: ['vllm', 'modelId'],
+  EPD_VLLM_HASH_ALGORITHM: ['vllm', 'hashAlgorithm'],
+  EPD_VLLM_PROXY_URL: ['vllm', 'proxyUrls'],
+  EPD_VLLM_PROXY_API_KEY: ['vllm', 'proxyApiKey'],
+  EPD_VLLM_ADVERTISE_URL: ['vllm', 'advertiseUrl'],
+  EPD_VLLM_ANNOUNCE_S: ['vllm', 'announceS'],
   EPD_PROFILE_ROOT: ['profile', 'root'],
   EPD_ADMIN_TOKEN: ['admin', 'token'],
   EPD_METRICS_REQUIRE_TOKEN: ['admin', 'metricsRequireToken'],

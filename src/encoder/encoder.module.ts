@@ -58,6 +58,13 @@ import { WorkersAdminController } from './workers-admin.controller';
     { provide: EncodeGateway, useClass: LocalEncodeGateway },
     { provide: EncoderHealth, useClass: ProbeEncoderHealth },
   ],
-  exports: [EncoderHealth, EncodeAdmission, EncoderBackend, RequestsReport, LoadSource],
+  exports: [
+    EncoderHealth,
+    EncodeAdmission,
+    EncoderBackend,
+    RequestsReport,
+    LoadSource,
+    EncodeGateway,
+  ],
 })
 export class EncoderModule {}

@@ -263,6 +263,42 @@ export const METRICS = spec({
     labels: [],
     sglang: 'none',
   },
+  // --- vLLM's encode-instance face (EPD_VLLM_EC_PATH) ---------------------------------------
+  epd_encoder_vllm_ec_files: {
+    type: 'gauge',
+    help: 'Files under EPD_VLLM_EC_PATH this process keeps (written, or found at start) until their TTL or the byte budget',
+    labels: [],
+    sglang: 'none',
+    only: 'one process (EPD_DP_SIZE = 1)',
+  },
+  epd_encoder_vllm_ec_bytes: {
+    type: 'gauge',
+    help: 'Bytes of those files, against EPD_VLLM_EC_MAX_BYTES',
+    labels: [],
+    sglang: 'none',
+    only: 'one process (EPD_DP_SIZE = 1)',
+  },
+  epd_encoder_vllm_ec_writes_total: {
+    type: 'counter',
+    help: 'EC files written for vLLM consumers by outcome: ok, or failed (disk full, not writable, too large; no partial file is left)',
+    labels: ['outcome'],
+    sglang: 'none',
+    only: 'one process (EPD_DP_SIZE = 1)',
+  },
+  epd_encoder_vllm_ec_evictions_total: {
+    type: 'counter',
+    help: 'EC files deleted by reason: ttl (not re-published within EPD_VLLM_EC_TTL_S), budget (room for a newer one); empty_dir: directories consumers left on a miss',
+    labels: ['reason'],
+    sglang: 'none',
+    only: 'one process (EPD_DP_SIZE = 1)',
+  },
+  epd_encoder_vllm_proxies_registered: {
+    type: 'gauge',
+    help: 'vLLM disagg proxies (EPD_VLLM_PROXY_URL) whose last announcement of this instance they accepted',
+    labels: [],
+    sglang: 'none',
+    only: 'one process (EPD_DP_SIZE = 1)',
+  },
   epd_encoder_transfer_connections: {
     type: 'gauge',
     help: 'Data-plane connections (TCP) or sockets (ZMQ) open to receivers',

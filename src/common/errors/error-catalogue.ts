@@ -246,6 +246,35 @@ export const Errors = {
       reqId,
       'mooncake_unsupported',
     ),
+  // vLLM's encode-instance face (src/vllm)
+  unsafeEcKey: (key: string, why: string) =>
+    new BadRequestError(
+      `uuid ${JSON.stringify(key.slice(0, 80))} cannot name a directory under EPD_VLLM_EC_PATH: ${why}`,
+      undefined,
+      'unsafe_ec_key',
+    ),
+  invalidChat: (message: string) =>
+    new BadRequestError(
+      `invalid /v1/chat/completions request: ${message}`,
+      undefined,
+      'invalid_request',
+    ),
+  vllmFaceOff: () =>
+    new MMError(
+      "POST /v1/chat/completions is vLLM's encode-instance face; it is off until EPD_VLLM_EC_PATH (and EPD_VLLM_MODEL_ID) is set",
+      404,
+      undefined,
+      'not_found',
+    ),
+  ecPathFull: (detail: string) =>
+    new MMError(`EPD_VLLM_EC_PATH is full: ${detail}`, 507, undefined, 'ec_path_full'),
+  ecPathUnwritable: (detail: string) =>
+    new MMError(
+      `EPD_VLLM_EC_PATH cannot be written: ${detail}`,
+      503,
+      undefined,
+      'ec_path_unwritable',
+    ),
   tooManyDestinations: (reqId: string, max: number) =>
     new BadRequestError(
       `req_id=${reqId} already has ${max} destinations (receive_count or the per-request bound)`,

@@ -214,6 +214,21 @@ export const ERROR_TYPE_DOCS = [
   },
   { types: ['caller_gone'], code: '499', when: 'an HTTP `send` whose caller disconnected' },
   {
+    types: ['unsafe_ec_key'],
+    code: '400',
+    when: "vLLM's face: a part's key (its `uuid`) cannot name one directory under `EPD_VLLM_EC_PATH` (empty, `.`/`..`, `/`, `\\`, NUL or another control character, a leading `.`, over 255 bytes); nothing is encoded or written",
+  },
+  {
+    types: ['ec_path_full'],
+    code: '507',
+    when: "vLLM's face: the EC path's disk (or quota) is full, or one embedding is larger than `EPD_VLLM_EC_MAX_BYTES`; no partial file is left",
+  },
+  {
+    types: ['ec_path_unwritable'],
+    code: '503',
+    when: "vLLM's face: the EC path cannot be written (permissions, a read-only mount, a vanished directory); no partial file is left",
+  },
+  {
     types: ['profiling_running', 'profiling_not_running'],
     code: '400',
     when: '`start_profile` while running / `stop_profile` while not',
