@@ -67,6 +67,28 @@ describe('loadConfig', () => {
     );
   });
 
+  it("refuses vLLM's face where it cannot work: without a model id, beside DP, a proxy without a path", () => {
+    expect(() => loadConfig({ EPD_VLLM_EC_PATH: '/tmp/ec' })).toThrow(
+      /EPD_VLLM_MODEL_ID must be set/,
+    );
+    expect(() =>
+      loadConfig({ EPD_VLLM_EC_PATH: '/tmp/ec', EPD_VLLM_MODEL_ID: 'm', EPD_DP_SIZE: '2' }),
+    ).toThrow(/vllm\.ecPath.*EPD_DP_SIZE=1/);
+    expect(() => loadConfig({ EPD_VLLM_PROXY_URL: 'http://proxy:1' })).toThrow(
+      /EPD_VLLM_PROXY_URL needs EPD_VLLM_EC_PATH/,
+    );
+    expect(() => loadConfig({ EPD_VLLM_EC_PATH: 'relative/ec', EPD_VLLM_MODEL_ID: 'm' })).toThrow(
+      /absolute path/,
+    );
+    expect(
+      loadConfig({ EPD_VLLM_EC_PATH: '/tmp/ec', EPD_VLLM_MODEL_ID: 'm' }).config.vllm,
+    ).toMatchObject({
+      ecPath: '/tmp/ec',
+      hashAlgorithm: 'blake3',
+      ecTtlS: 600,
+    });
+  });
+
   it("gives V8 heaps 200% room to grow by default; 0 keeps V8's heuristic", () => {
     expect(loadConfig({}).config.encoder.heapGrowingPercent).toBe(200);
     expect(loadConfig({ EPD_HEAP_GROWING_PERCENT: '0' }).config.encoder.heapGrowingPercent).toBe(0);

@@ -164,6 +164,10 @@ export const configSchema = z
         announceS: positiveInt.max(3600),
       })
       .refine(
+        (v) => v.proxyUrls === undefined || v.ecPath !== undefined,
+        'EPD_VLLM_PROXY_URL needs EPD_VLLM_EC_PATH: without it this encoder cannot serve what the proxy sends',
+      )
+      .refine(
         (v) => v.ecPath === undefined || v.modelId !== undefined,
         "EPD_VLLM_MODEL_ID must be set with EPD_VLLM_EC_PATH: it is the consumer's --model string, part of every mm_hash computed here",
       ),
