@@ -64,6 +64,8 @@ export async function startService(
       ...withoutBenchSettings(process.env),
       EPD_HTTP_PORT: String(port),
       EPD_LOG_LEVEL: 'warn',
+      // The benchmarks measure the generated reference models.
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
       ...env,
     },
     stdio: ['ignore', 'inherit', 'inherit'],

@@ -20,6 +20,10 @@ if [ -z "${EPD_NATS_URL:-}" ]; then
   start_nats
 fi
 
+# npm start serves the generated reference models unless EPD_MODEL_PATH names a real tower;
+# it says so at start, and production (the image, deploy/) does not allow it.
+export EPD_ALLOW_REFERENCE_MODEL="${EPD_ALLOW_REFERENCE_MODEL:-true}"
+
 # The environment of src/common/node-flags.ts (SERVICE_ENV): see there for why.
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 

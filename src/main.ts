@@ -6,6 +6,7 @@ import { AppModule } from './app.module';
 import { configureApp, startApp } from './bootstrap';
 import { ConfigError, loadConfig } from './config/config.loader';
 import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
+import { StartRefusedError } from './encoder/backend/model-marker';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 import { ObjectTier } from './cache/object-tier';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
@@ -38,10 +39,18 @@ async function main(): Promise<void> {
     },
   });
 
-  const app = await NestFactory.create(AppModule.withConfig(loaded.config), {
-    bufferLogs: true,
-    bodyParser: false,
-  });
+  let app;
+  try {
+    app = await NestFactory.create(AppModule.withConfig(loaded.config), {
+      bufferLogs: true,
+      bodyParser: false,
+      abortOnError: false, // errors reach the catch below instead of a bare exit
+    });
+  } catch (err) {
+    if (!(err instanceof StartRefusedError)) throw err;
+    process.stderr.write(`epd-encoder: ${err.message}\n`);
+    process.exit(78); // EX_CONFIG
+  }
   configureApp(app);
   const logger = app.get(Logger);
   const { config } = loaded;

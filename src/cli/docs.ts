@@ -17,7 +17,8 @@ import { natsOperations } from '../common/openapi/nats-operation';
  * themselves, its OpenAPI document and its @NatsOperation handlers, rendered as pages.
  */
 async function appPages(): Promise<Record<string, string>> {
-  const { config } = loadConfig({});
+  // Never started: the stand-in models only let it be built.
+  const { config } = loadConfig({ EPD_ALLOW_REFERENCE_MODEL: 'true' });
   const app = await NestFactory.create(AppModule.withConfig(config), {
     logger: false,
     bodyParser: false,

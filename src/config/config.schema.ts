@@ -100,6 +100,12 @@ export const configSchema = z
       maxDecodedAudioBytes: positiveInt,
       preprocessThreads: positiveInt,
       intraOpThreads: positiveInt,
+      allowReferenceModel: booleanish,
+      ortExecutionProviders: commaList.pipe(
+        z
+          .array(z.enum(['cpu', 'cuda', 'tensorrt', 'webgpu']))
+          .min(1, 'name at least one execution provider (cpu is always available)'),
+      ),
       heapGrowingPercent: z.coerce.number().int().min(0).max(1000),
       probeTimeoutMs: positiveInt,
       probeFreshMs: positiveInt,
@@ -260,6 +266,8 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_MAX_DECODED_AUDIO_BYTES: ['encoder', 'maxDecodedAudioBytes'],
   EPD_PREPROCESS_THREADS: ['encoder', 'preprocessThreads'],
   EPD_INTRA_OP_THREADS: ['encoder', 'intraOpThreads'],
+  EPD_ALLOW_REFERENCE_MODEL: ['encoder', 'allowReferenceModel'],
+  EPD_ORT_EXECUTION_PROVIDERS: ['encoder', 'ortExecutionProviders'],
   EPD_HEAP_GROWING_PERCENT: ['encoder', 'heapGrowingPercent'],
   EPD_ALLOWED_MEDIA_DOMAINS: ['media', 'allowedDomains'],
   EPD_MEDIA_MAX_BYTES: ['media', 'maxBytes'],

@@ -35,6 +35,12 @@ const spec = <const T extends Record<string, MetricSpec>>(m: T) => m;
 
 export const METRICS = spec({
   // --- Encode requests ----------------------------------------------------------------
+  epd_encoder_model_info: {
+    type: 'gauge',
+    help: 'The models served: 1 per model, by its name (file name), family (whose contract it has) and reference (true: a generated stand-in with random weights, EPD_ALLOW_REFERENCE_MODEL)',
+    labels: ['name', 'family', 'reference'],
+    sglang: 'none',
+  },
   epd_encoder_requests_received_total: {
     type: 'counter',
     help: 'Encode requests admitted (past EPD_MAX_PENDING)',

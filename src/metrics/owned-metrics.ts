@@ -26,6 +26,12 @@ export abstract class OwnedMetrics implements OnModuleDestroy {
     return this.own(new Histogram({ ...family(name), buckets }));
   }
 
+  /** An info gauge: 1 for each label set, fixed at start (`epd_encoder_model_info`). */
+  protected info(name: MetricName, labelSets: readonly Record<string, string>[]): void {
+    const g = this.own(new Gauge(family(name)));
+    for (const labels of labelSets) g.set(labels, 1);
+  }
+
   /** A histogram of counts (items, requests): buckets 1..64. */
   protected countHistogram(name: MetricName, buckets: number[] = COUNT_BUCKETS): Histogram {
     return this.histogram(name, buckets);

@@ -1,5 +1,6 @@
 import { onnx } from 'onnx-proto';
 
+import { REFERENCE_DOC, REFERENCE_PRODUCER } from '../../encoder/backend/model-marker';
 import {
   AUDIO_MEL_FRAMES,
   AUDIO_TOKENS_PER_WINDOW,
@@ -77,13 +78,15 @@ const node = (opType: string, inputs: string[], outputs: string[]): onnx.INodePr
 function model(graph: onnx.IGraphProto, kind: string, dim: number): Uint8Array {
   return onnx.ModelProto.encode({
     irVersion: 8,
-    producerName: 'epd-encoder',
+    producerName: REFERENCE_PRODUCER,
     producerVersion: '1',
+    docString: REFERENCE_DOC,
     opsetImport: [{ domain: '', version: 17 }],
     metadataProps: [
       { key: 'epd.kind', value: kind },
       { key: 'epd.embedding_dim', value: String(dim) },
       { key: 'epd.seed', value: String(REFERENCE_SEED) },
+      { key: 'epd.reference', value: 'true' },
     ],
     graph,
   }).finish();

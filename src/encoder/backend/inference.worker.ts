@@ -33,6 +33,7 @@ async function open(path: string): Promise<InferenceSession> {
   return InferenceSession.create(path, {
     intraOpNumThreads: data.intraOpThreads,
     interOpNumThreads: 1,
+    executionProviders: data.executionProviders,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
     // ORT's CPU arena keeps the peak activations of the largest forward for the life of

@@ -15,6 +15,8 @@ import type {
 } from './forward.types';
 import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
+import { servedModel, StartRefusedError, type ServedModel } from './model-marker';
+import { checkExecutionProviders } from './execution-providers';
 import { discard, handOn, isParcel } from '../workers/parcel';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { type SlabSlot, StagingSlab } from './staging-slab';
@@ -34,6 +36,26 @@ function modelPath(configured: string, fallback: string, key: string): string {
 }
 
 /**
+ * A generated reference model (random weights) is served only with
+ * EPD_ALLOW_REFERENCE_MODEL=true: without it the start stops here, naming the file, so a
+ * deployment never serves meaningless embeddings by accident. Allowed, it is said loudly.
+ */
+function refuseUnallowedStandIns(models: ServedModel[], allowed: boolean, logger: Logger): void {
+  const standIns = models.filter((m) => m.reference);
+  if (standIns.length === 0) return;
+  const list = standIns.map((m) => `${m.kind} ${m.path}`).join(', ');
+  if (!allowed)
+    throw new StartRefusedError(
+      `refusing to serve a generated reference model (random weights; its embeddings are meaningless): ${list}. ` +
+        'Set EPD_MODEL_PATH / EPD_AUDIO_MODEL_PATH to a real tower (docs/models.md), or EPD_ALLOW_REFERENCE_MODEL=true for a demo or a test.',
+    );
+  logger.warn(
+    { models: standIns.map((m) => m.path) },
+    'serving a generated REFERENCE model (random weights): embeddings are meaningless (EPD_ALLOW_REFERENCE_MODEL=true)',
+  );
+}
+
+/**
  * ONNX Runtime in one dedicated worker thread: sessions are created once per process, a
  * forward never blocks the main event loop, and tensors cross the thread boundary by
  * transfer. One thread, because the scheduler runs one (fused) forward at a time and ORT
@@ -46,6 +68,7 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
   private infoPromise?: Promise<ModelInfo>;
   /** Where staged embeddings are written (EPD_STAGING_SLAB_BYTES); see `slabFor`. */
   readonly slab?: StagingSlab;
+  private readonly served: ServedModel[];
 
   constructor(private readonly config: AppConfig) {
     super();
@@ -62,7 +85,13 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
         'encoder.audioModelPath (EPD_AUDIO_MODEL_PATH)',
       ),
       intraOpThreads: config.encoder.intraOpThreads,
+      executionProviders: checkExecutionProviders(config.encoder.ortExecutionProviders),
     };
+    this.served = [
+      servedModel('vision', workerData.visionPath),
+      servedModel('audio', workerData.audioPath),
+    ];
+    refuseUnallowedStandIns(this.served, config.encoder.allowReferenceModel, this.logger);
     this.slab = slabFor(config);
     if (this.slab) workerData.slab = this.slab.buffer;
     this.pool = createPool({
@@ -78,6 +107,10 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
     });
   }
 
+  override get models(): readonly ServedModel[] {
+    return this.served;
+  }
+
   override get threadIds(): number[] {
     return poolThreadIds(this.pool);
   }
@@ -88,7 +121,16 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
 
   info(): Promise<ModelInfo> {
     this.infoPromise ??= runTask<ModelInfo>(this.pool, null, { name: 'info' }).then((info) => {
-      this.logger.log(info, 'models loaded');
+      this.logger.log(
+        {
+          ...info,
+          models: this.served.map(
+            (m) => `${m.kind}: ${m.name} (${m.family}${m.reference ? ', reference' : ''})`,
+          ),
+          executionProviders: this.config.encoder.ortExecutionProviders,
+        },
+        'models loaded',
+      );
       return info;
     });
     return this.infoPromise;

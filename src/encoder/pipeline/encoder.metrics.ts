@@ -70,6 +70,14 @@ export class EncoderMetrics extends OwnedMetrics {
 
   constructor(scheduler: EncodeScheduler, states: ReqStateStore, backend: EncoderBackend) {
     super();
+    this.info(
+      'epd_encoder_model_info',
+      backend.models.map((m) => ({
+        name: m.name,
+        family: m.family,
+        reference: String(m.reference),
+      })),
+    );
     this.receivedTotal = this.counter('epd_encoder_requests_received_total');
     this.requestsTotal = this.counter('epd_encoder_requests_total');
     this.rejectionsTotal = this.counter('epd_encoder_rejections_total');
