@@ -1,7 +1,12 @@
 # syntax=docker/dockerfile:1
 # epd-encoder: build, then a slim runtime that runs as the unprivileged `node` user.
 #   docker build -t epd-encoder .
-#   docker run -p 30000:30000 -e EPD_NATS_URL=nats://nats:4222 epd-encoder
+#   docker run -p 30000:30000 -e EPD_NATS_URL=nats://nats:4222 \
+#     -v /srv/towers:/models:ro -e EPD_MODEL_PATH=/models/vision-encoder.onnx \
+#     -e EPD_AUDIO_MODEL_PATH=/models/audio-encoder.onnx epd-encoder
+# The image carries the generated stand-in models (random weights) for demos only: run
+# without a mounted model it exits 78 ("refusing to serve a generated reference model")
+# unless -e EPD_ALLOW_REFERENCE_MODEL=true. How to export a real tower: docs/models.md.
 # Not built in this repository's CI (no Docker there); see docs/operations.md, Deployment.
 
 # --- build: compile TypeScript and generate the reference ONNX models (fixed seed) ----

@@ -16,10 +16,12 @@ import { modelInputs } from '../src/encoder/backend/model-inputs';
 import { patchify } from '../src/encoder/preprocess/patchify';
 import { loadBicubicResampler } from '../src/encoder/preprocess/resample';
 import { smartResize } from '../src/encoder/preprocess/smart-resize';
+import { EXECUTION_PROVIDERS } from './common';
 
 /** The vision session, as the service's inference thread opens it (2 intra-op threads). */
 export function benchSession(): Promise<InferenceSession> {
   return InferenceSession.create(referenceModelPaths().vision, {
+    executionProviders: EXECUTION_PROVIDERS,
     intraOpNumThreads: 2,
     interOpNumThreads: 1,
     executionMode: 'sequential',

@@ -22,7 +22,15 @@ export const RESULTS_DIR = join(
   'bench',
   'results',
   ...(QUICK ? ['quick'] : []),
+  // scripts/device-check.sh: one directory per execution provider (device/<provider>).
+  ...(process.env.EPD_BENCH_RESULTS_SUBDIR ? [process.env.EPD_BENCH_RESULTS_SUBDIR] : []),
 );
+
+/** The execution providers the service and the in-process baselines use (EPD_ORT_EXECUTION_PROVIDERS). */
+export const EXECUTION_PROVIDERS = (process.env.EPD_ORT_EXECUTION_PROVIDERS ?? 'cpu')
+  .split(',')
+  .map((p) => p.trim())
+  .filter(Boolean);
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;

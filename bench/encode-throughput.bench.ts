@@ -14,7 +14,16 @@ import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { modelInputs } from '../src/encoder/backend/model-inputs';
 import preprocess from '../src/encoder/preprocess/preprocess.worker';
 import { NatsServer } from '../test/support/nats-server';
-import { machine, median, QUICK, round, runBench, summarize, writeReport } from './common';
+import {
+  machine,
+  median,
+  QUICK,
+  round,
+  runBench,
+  summarize,
+  writeReport,
+  EXECUTION_PROVIDERS,
+} from './common';
 import { startService } from './service-process';
 
 const CONCURRENCY = 8;
@@ -70,6 +79,7 @@ async function bareOrt(
   threads: number,
 ) {
   const session = await InferenceSession.create(readFileSync(referenceModelPaths().vision), {
+    executionProviders: EXECUTION_PROVIDERS,
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',
