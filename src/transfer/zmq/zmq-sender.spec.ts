@@ -24,9 +24,19 @@ describe('ZmqEmbeddingSender (real ZMQ sockets on loopback)', () => {
     pulls.push(socket);
     return { socket, port: Number(/:(\d+)$/.exec(socket.lastEndpoint!)![1]) };
   }
-  const sender = (env: Record<string, string> = {}) =>
-    new ZmqEmbeddingSender(loadConfig({ EPD_ZMQ_LINGER_MS: '0', ...env }).config);
-  afterAll(() => pulls.forEach((p) => p.close()));
+  // Every sender is closed at the end, as the app closes its own: a socket monitor left
+  // open keeps libzmq's context, and so Jest's process, alive (a CI run hung after the
+  // unit tests passed, when the collector had not yet taken the retired monitors).
+  const senders: ZmqEmbeddingSender[] = [];
+  const sender = (env: Record<string, string> = {}) => {
+    const s = new ZmqEmbeddingSender(loadConfig({ EPD_ZMQ_LINGER_MS: '0', ...env }).config);
+    senders.push(s);
+    return s;
+  };
+  afterAll(() => {
+    senders.forEach((s) => s.onModuleDestroy());
+    pulls.forEach((p) => p.close());
+  });
 
   it('sends two frames (pickled EmbeddingData, then the bytes) and serialises concurrent sends on one socket', async () => {
     const rx = await pull();
