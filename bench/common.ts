@@ -243,8 +243,30 @@ export function writeReport(report: BenchReport): void {
 export function runBench(main: () => Promise<void>): void {
   main().catch((err: unknown) => {
     console.error(err);
+    // A benchmark that failed before its own clean-up (a service that never became ready)
+    // leaves no server behind: every child process it started is stopped, by PID.
+    for (const pid of childPids()) {
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
     process.exit(1);
   });
+}
+
+/** This process's child processes now (Linux: its main thread's `children`). */
+function childPids(): number[] {
+  try {
+    return readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return [];
+  }
 }
 
 /** Publishes `bench-0` … `bench-{n-1}` with `metadata` through the service's NATS API. */

@@ -83,8 +83,10 @@ export async function startService(
       restorePriority(proc.pid!);
       break;
     }
-    if (Date.now() > deadline || proc.exitCode !== null)
+    if (Date.now() > deadline || proc.exitCode !== null) {
+      proc.kill('SIGKILL'); // by its PID: never left running behind a failed benchmark
       throw new Error('service did not become ready');
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   // /health is up before the NATS subjects are served (HTTP works without NATS): a
