@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +5,11 @@ import { onnx } from 'onnx-proto';
 import request from 'supertest';
 import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { sharedNatsUrl } from './support/shared-nats';
-import { MAIN, startServiceProcess, type ServiceProcess } from './support/service-process';
+import {
+  runServiceToExit as runToExit,
+  startServiceProcess,
+  type ServiceProcess,
+} from './support/service-process';
 
 /**
  * No stand-in served by accident: the generated reference models (random weights) carry a
@@ -15,36 +18,6 @@ import { MAIN, startServiceProcess, type ServiceProcess } from './support/servic
  * answer and whether each is a stand-in. An execution provider that is not installed stops
  * the start the same way, naming how to install it.
  */
-
-/** Runs the built service to its exit (it must not start): exit code and output. */
-function runToExit(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  const base = { ...process.env };
-  delete base.NODE_ENV; // not the test configuration, which allows the stand-in
-  delete base.EPD_ALLOW_REFERENCE_MODEL;
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [MAIN], {
-      env: {
-        ...base,
-        EPD_NATS_URL: sharedNatsUrl(),
-        EPD_HTTP_PORT: '0',
-        EPD_LOG_LEVEL: 'warn',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    proc.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    proc.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      reject(new Error(`the service did not exit:\n${out}`));
-    }, 30_000);
-    proc.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out });
-    });
-  });
-}
 
 /** A copy of a reference model without the marker: what a real tower's file looks like to us. */
 function unmarkedCopy(path: string, dir: string, name: string): string {

@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
-import { ensureReferenceModels } from './models/generate-models';
+import { ensureReferenceModelDirs, ensureReferenceModels } from './models/generate-models';
 
 const USAGE = `usage: generate-models [--force] [--dim N]
-Writes the deterministic reference models (fixed seed) into models/, unless they exist.
+Writes the deterministic reference models (fixed seed) into models/, unless they exist,
+and each family's reference model directory (models/<name>/, EPD_MODEL_DIR's layout).
   --force   rewrite them even if they exist
   --dim N   output width of the vision model (default 1024)`;
 
@@ -20,7 +21,10 @@ function main(): void {
   }
   const dim = Number(values.dim);
   if (!Number.isInteger(dim) || dim <= 0) throw new Error('--dim must be a positive integer');
-  for (const m of ensureReferenceModels({ force: values.force, dim })) {
+  for (const m of [
+    ...ensureReferenceModels({ force: values.force, dim }),
+    ...ensureReferenceModelDirs({ force: values.force }),
+  ]) {
     process.stdout.write(
       m.written
         ? `wrote ${m.path} (${m.bytes} bytes, sha256 ${m.sha256.slice(0, 16)}…)\n`

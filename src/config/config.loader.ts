@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { ModelDirError, readModelDir } from './model-dir';
 import { projectRoot } from '../common/fs/project-root';
 import { ENV_KEYS, OTHER_ENV, configSchema, type EpdConfigShape } from './config.schema';
 
@@ -104,5 +105,40 @@ export function loadConfig(
     });
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`);
   }
-  return { config: result.data, files, unknownEnv };
+  return { config: withModelDir(result.data, fromEnv), files, unknownEnv };
+}
+
+/**
+ * EPD_MODEL_DIR: the directory's files decide the model paths and min/max pixels (unless
+ * EPD_MIN_PIXELS / EPD_MAX_PIXELS set them); anything it cannot serve is a ConfigError.
+ */
+function withModelDir(config: EpdConfigShape, fromEnv: Map<string, string>): EpdConfigShape {
+  const configured = config.encoder.modelDir;
+  if (!configured) return config;
+  if (config.encoder.modelPath)
+    throw new ConfigError(
+      'invalid configuration: encoder.modelDir (EPD_MODEL_DIR) and encoder.modelPath (EPD_MODEL_PATH) both name the vision model: set one',
+    );
+  let dir;
+  try {
+    dir = readModelDir(configured, projectRoot());
+  } catch (err) {
+    if (err instanceof ModelDirError)
+      throw new ConfigError(`invalid model directory: ${err.message}`);
+    throw err;
+  }
+  if (dir.audioPath && config.encoder.audioModelPath)
+    throw new ConfigError(
+      `invalid configuration: ${dir.audioPath} and encoder.audioModelPath (EPD_AUDIO_MODEL_PATH) both name the audio model: set one`,
+    );
+  return {
+    ...config,
+    encoder: {
+      ...config.encoder,
+      modelPath: dir.visionPath,
+      audioModelPath: dir.audioPath ?? config.encoder.audioModelPath,
+      minPixels: fromEnv.has('encoder.minPixels') ? config.encoder.minPixels : dir.minPixels,
+      maxPixels: fromEnv.has('encoder.maxPixels') ? config.encoder.maxPixels : dir.maxPixels,
+    },
+  };
 }

@@ -8,6 +8,21 @@ import { Preprocessor } from './preprocess/preprocessor.service';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { encoderStats, type EncoderStats } from './worker-reports.service';
 import { EncodeScheduler } from './scheduler/encode-scheduler.service';
+import type { ServedModel } from './backend/model-marker';
+import { MERGE, PATCH_SIZE, TEMPORAL_PATCH } from './pipeline/model-contract';
+import { IMAGE_MEAN, IMAGE_STD } from './preprocess/patchify';
+
+interface Preprocessing {
+  patch_size: number;
+  merge_size: number;
+  temporal_patch_size: number;
+  image_mean: number[];
+  image_std: number[];
+  min_pixels: number;
+  max_pixels: number;
+  model_dir: string | null;
+  pixels_from: string;
+}
 
 interface WorkerView {
   dp_rank: number;
@@ -72,7 +87,25 @@ export class WorkersAdminController {
    * working-memory budget under `memory`.
    */
   @Get('encoder')
-  encoderStats(): EncoderStats {
-    return encoderStats(this.scheduler, this.admission);
+  encoderStats(): EncoderStats & { models: readonly ServedModel[]; preprocessing: Preprocessing } {
+    const e = this.config.encoder;
+    return {
+      ...encoderStats(this.scheduler, this.admission),
+      models: this.backend.models,
+      // The effective values, and where they came from.
+      preprocessing: {
+        patch_size: PATCH_SIZE,
+        merge_size: MERGE,
+        temporal_patch_size: TEMPORAL_PATCH,
+        image_mean: [...IMAGE_MEAN],
+        image_std: [...IMAGE_STD],
+        min_pixels: e.minPixels,
+        max_pixels: e.maxPixels,
+        model_dir: e.modelDir ?? null,
+        pixels_from: e.modelDir
+          ? `${e.modelDir}/preprocessor_config.json, unless EPD_MIN_PIXELS / EPD_MAX_PIXELS are set`
+          : 'EPD_MIN_PIXELS / EPD_MAX_PIXELS',
+      },
+    };
   }
 }

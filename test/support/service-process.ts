@@ -178,3 +178,39 @@ export async function serviceWithClient(env: Record<string, string> = {}): Promi
     },
   };
 }
+
+/**
+ * Runs the built service, meant not to start, to its exit: exit code and output. Neither
+ * the test configuration (NODE_ENV=test) nor an inherited EPD_ALLOW_REFERENCE_MODEL
+ * applies; a service still running after 30 s is killed by its PID and the call fails.
+ */
+export function runServiceToExit(
+  env: Record<string, string>,
+): Promise<{ code: number | null; out: string }> {
+  const base = { ...process.env };
+  delete base.NODE_ENV; // not the test configuration, which allows the stand-in
+  delete base.EPD_ALLOW_REFERENCE_MODEL;
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [MAIN], {
+      env: {
+        ...base,
+        EPD_NATS_URL: sharedNatsUrl(),
+        EPD_HTTP_PORT: '0',
+        EPD_LOG_LEVEL: 'warn',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    proc.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    proc.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`the service did not exit:\n${out}`));
+    }, 30_000);
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    });
+  });
+}

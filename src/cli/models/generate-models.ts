@@ -47,3 +47,60 @@ export function writeVisionModel(dir: string, dim: number): string {
   write(path, () => buildVisionModel(dim), false);
   return path;
 }
+
+/**
+ * The reference model directory of each family (EPD_MODEL_DIR's layout): a tower with the
+ * family's contract and the checkpoint's width, generated from the fixed seed, beside the
+ * preprocessing and config values of the published checkpoint (Qwen/Qwen2-VL-2B-Instruct:
+ * min/max pixels, patch 14, merge 2, temporal patch 2, CLIP mean/std, merger width 1536).
+ */
+export const REFERENCE_MODEL_DIRS = {
+  'qwen2-vl-2b-reference': {
+    width: 1536,
+    preprocessor: {
+      min_pixels: 3136,
+      max_pixels: 12845056,
+      patch_size: 14,
+      temporal_patch_size: 2,
+      merge_size: 2,
+      image_mean: [0.48145466, 0.4578275, 0.40821073],
+      image_std: [0.26862954, 0.26130258, 0.27577711],
+      image_processor_type: 'Qwen2VLImageProcessor',
+      processor_class: 'Qwen2VLProcessor',
+    },
+    config: {
+      architectures: ['Qwen2VLForConditionalGeneration'],
+      model_type: 'qwen2_vl',
+      hidden_size: 1536,
+      vision_config: {
+        depth: 32,
+        embed_dim: 1280,
+        mlp_ratio: 4,
+        num_heads: 16,
+        in_chans: 3,
+        hidden_size: 1536,
+        patch_size: 14,
+        spatial_merge_size: 2,
+        spatial_patch_size: 14,
+        temporal_patch_size: 2,
+      },
+    },
+  },
+} as const;
+
+export function ensureReferenceModelDirs(options: { force?: boolean } = {}): GeneratedModel[] {
+  const root = dirname(referenceModelPaths().vision);
+  const out: GeneratedModel[] = [];
+  for (const [name, spec] of Object.entries(REFERENCE_MODEL_DIRS)) {
+    const dir = join(root, name);
+    out.push(write(join(dir, 'vision-encoder.onnx'), () => buildVisionModel(spec.width), options.force ?? false));
+    for (const [file, value] of [
+      ['preprocessor_config.json', spec.preprocessor],
+      ['config.json', spec.config],
+    ] as const) {
+      const text = `${JSON.stringify(value, null, 2)}\n`;
+      out.push(write(join(dir, file), () => Buffer.from(text), options.force ?? false));
+    }
+  }
+  return out;
+}

@@ -70,6 +70,8 @@ export interface InferenceWorkerData {
   visionPath: string;
   audioPath: string;
   intraOpThreads: number;
+  /** The vision width a model directory's config.json declares, and that file. */
+  expectedVisionDim?: { width: number; from: string };
   /** ONNX Runtime's execution providers, in order (EPD_ORT_EXECUTION_PROVIDERS). */
   executionProviders: string[];
   /** The staging slab (EPD_STAGING_SLAB_BYTES), shared with the main thread. */

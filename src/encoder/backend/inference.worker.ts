@@ -7,7 +7,7 @@ import { pack } from '../workers/pack';
 import { discard, giveBack, unpack } from '../workers/parcel';
 import { Float16Cast } from './float16-cast';
 import { toBfloat16Array } from './half-precision';
-import { checkModelContract } from './model-contract-check';
+import { CONTRACT_ERROR_PREFIX, checkModelContract } from './model-contract-check';
 import { audioRows, melBins, modelInputs } from './model-inputs';
 import type {
   ForwardOutput,
@@ -78,6 +78,11 @@ function load() {
       vision,
       modelInputs(vision, 'vision', new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),
     );
+    const expected = data.expectedVisionDim;
+    if (expected && visionDim !== expected.width)
+      throw new Error(
+        `${CONTRACT_ERROR_PREFIX}: vision model ${data.visionPath} outputs width ${visionDim}, but ${expected.from} declares ${expected.width} (the embedding width its language model takes)`,
+      );
     const audioMels = melBins(audio, DEFAULT_N_MELS);
     const audioDim = await outputDim(
       audio,

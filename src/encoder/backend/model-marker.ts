@@ -24,8 +24,8 @@ export interface ServedModel {
   kind: ModelKind;
   /** The file's base name without `.onnx`. */
   name: string;
-  /** The model family whose contract it has. */
-  family: 'qwen2-vl' | 'qwen2-audio';
+  /** The model family whose contract it has (a model directory's config.json names it). */
+  family: string;
   path: string;
   /** A generated stand-in (random weights), not a real tower. */
   reference: boolean;
@@ -82,11 +82,15 @@ export function readModelHead(path: string): { producerName?: string; docString?
   return out;
 }
 
-export function servedModel(kind: ModelKind, path: string): ServedModel {
+export function servedModel(
+  kind: ModelKind,
+  path: string,
+  dir?: { name: string; family: string },
+): ServedModel {
   return {
     kind,
-    name: basename(path).replace(/\.onnx$/i, ''),
-    family: kind === 'vision' ? 'qwen2-vl' : 'qwen2-audio',
+    name: dir?.name ?? basename(path).replace(/\.onnx$/i, ''),
+    family: dir?.family ?? (kind === 'vision' ? 'qwen2-vl' : 'qwen2-audio'),
     path,
     reference: readModelHead(path).producerName === REFERENCE_PRODUCER,
   };

@@ -17,6 +17,7 @@ import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
 import { servedModel, StartRefusedError, type ServedModel } from './model-marker';
 import { checkExecutionProviders } from './execution-providers';
+import { readModelDir } from '../../config/model-dir';
 import { discard, handOn, isParcel } from '../workers/parcel';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { type SlabSlot, StagingSlab } from './staging-slab';
@@ -87,9 +88,19 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       intraOpThreads: config.encoder.intraOpThreads,
       executionProviders: checkExecutionProviders(config.encoder.ortExecutionProviders),
     };
+    // A model directory (EPD_MODEL_DIR) names the model and its family, and declares the
+    // width the tower must output (checked when it loads).
+    const dir = config.encoder.modelDir
+      ? readModelDir(config.encoder.modelDir, projectRoot())
+      : undefined;
+    if (dir) workerData.expectedVisionDim = { width: dir.width, from: `${dir.dir}/config.json` };
     this.served = [
-      servedModel('vision', workerData.visionPath),
-      servedModel('audio', workerData.audioPath),
+      servedModel('vision', workerData.visionPath, dir),
+      servedModel(
+        'audio',
+        workerData.audioPath,
+        dir?.audioPath ? { name: dir.name, family: 'qwen2-audio' } : undefined,
+      ),
     ];
     refuseUnallowedStandIns(this.served, config.encoder.allowReferenceModel, this.logger);
     this.slab = slabFor(config);
@@ -128,6 +139,9 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
             (m) => `${m.kind}: ${m.name} (${m.family}${m.reference ? ', reference' : ''})`,
           ),
           executionProviders: this.config.encoder.ortExecutionProviders,
+          modelDir: this.config.encoder.modelDir,
+          minPixels: this.config.encoder.minPixels,
+          maxPixels: this.config.encoder.maxPixels,
         },
         'models loaded',
       );
