@@ -1,3 +1,4 @@
+import sharp from 'sharp';
 import { execFileSync } from 'node:child_process';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -283,4 +284,31 @@ export async function publishBenchEntries(
       { timeout: 5000 },
     );
   }
+}
+
+/** POST `body` as JSON; the reply's JSON, or a thrown error naming the status. */
+export async function httpJson(url: string, body: unknown): Promise<Record<string, unknown>> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const json = (await res.json()) as Record<string, unknown>;
+  if (res.status !== 200) throw new Error(`${url}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** A 448×448 PNG data URI of one colour per `i`: distinct images, so none is a cache hit. */
+export function distinctPng(i: number): Promise<string> {
+  return sharp({
+    create: {
+      width: 448,
+      height: 448,
+      channels: 3,
+      background: { r: i % 256, g: (i >> 8) % 256, b: (i * 7) % 256 },
+    },
+  })
+    .png()
+    .toBuffer()
+    .then((b) => `data:image/png;base64,${b.toString('base64')}`);
 }

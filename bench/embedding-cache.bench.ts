@@ -9,9 +9,8 @@
  *      image encoded twice in the cluster).
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import sharp from 'sharp';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import { QUICK, machine, round, runBench, summarize, writeReport, distinctPng } from './common';
 import { startService } from './service-process';
 
 const ROUNDS = QUICK ? 1 : 8;
@@ -23,18 +22,7 @@ const INFLIGHT = 8;
 const DISTINCT = QUICK ? 12 : 200;
 
 let seq = 0;
-const png = (i: number) =>
-  sharp({
-    create: {
-      width: 448,
-      height: 448,
-      channels: 3,
-      background: { r: i % 256, g: (i >> 8) % 256, b: (i * 7) % 256 },
-    },
-  })
-    .png()
-    .toBuffer()
-    .then((b) => `data:image/png;base64,${b.toString('base64')}`);
+const png = distinctPng;
 
 async function encode(
   nc: NatsConnection,

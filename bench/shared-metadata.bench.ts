@@ -20,7 +20,7 @@ import sharp from 'sharp';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { freshBucket, kvRegistry } from '../test/support/kv-registry';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import { QUICK, machine, round, runBench, summarize, writeReport, httpJson } from './common';
 import { ROOT, startService, stopProcess } from './service-process';
 
 const ENTRIES = QUICK ? 200 : 1000;
@@ -189,17 +189,6 @@ async function part1(nats: NatsServer) {
     await nc.drain();
     await Promise.all([mem.stop(), k1.stop(), k2.stop()]);
   }
-}
-
-async function httpJson(url: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const json = (await res.json()) as Record<string, unknown>;
-  if (res.status !== 200) throw new Error(`${url}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
 }
 
 async function part2(nats: NatsServer) {

@@ -13,14 +13,22 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import { Clock } from '../src/common/clock';
 import { loadConfig } from '../src/config/config.loader';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { EcStore } from '../src/vllm/ec-store.service';
 import { safetensorsHead } from '../src/vllm/safetensors';
 import { NatsServer } from '../test/support/nats-server';
-import { QUICK, machine, round, runBench, summarize, writeReport } from './common';
+import {
+  QUICK,
+  machine,
+  round,
+  runBench,
+  summarize,
+  writeReport,
+  distinctPng,
+  httpJson,
+} from './common';
 import { startService } from './service-process';
 
 const ROUNDS = QUICK ? 1 : 6;
@@ -29,31 +37,7 @@ const WRITES = QUICK ? 30 : 300;
 const ROWS = 256;
 const WIDTH = 1024;
 
-const png = (i: number) =>
-  sharp({
-    create: {
-      width: 448,
-      height: 448,
-      channels: 3,
-      background: { r: i % 256, g: (i >> 8) % 256, b: (i * 13) % 256 },
-    },
-  })
-    .png()
-    .toBuffer()
-    .then((b) => `data:image/png;base64,${b.toString('base64')}`);
-
 const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
-
-async function post(url: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const json = (await res.json()) as Record<string, unknown>;
-  if (res.status !== 200) throw new Error(`${url}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
-}
 
 /** Part 2: the same bytes through the service's writer and through a raw writeFile. */
 async function writeRates(dir: string): Promise<{ ours: number; raw: number }> {
@@ -92,7 +76,7 @@ async function writeRates(dir: string): Promise<{ ours: number; raw: number }> {
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'epd-bench-ec-'));
   const images = await Promise.all(
-    Array.from({ length: 2 * ROUNDS * BLOCK + 6 }, (_, i) => png(i)),
+    Array.from({ length: 2 * ROUNDS * BLOCK + 6 }, (_, i) => distinctPng(i)),
   );
   const nats = await NatsServer.start();
   const svc = await startService({
@@ -109,7 +93,7 @@ async function main() {
     const vllm = async (item: string) => {
       const uuid = `bench-${seq++}`;
       const t0 = process.hrtime.bigint();
-      await post(`${svc.url}/v1/chat/completions`, {
+      await httpJson(`${svc.url}/v1/chat/completions`, {
         model: 'Qwen/Qwen2-VL-2B-Instruct',
         messages: [
           { role: 'user', content: [{ type: 'image_url', image_url: { url: item }, uuid }] },
@@ -124,7 +108,7 @@ async function main() {
     const sglang = async (item: string) => {
       const reqId = `bench-sg-${seq++}`;
       const t0 = process.hrtime.bigint();
-      await post(`${svc.url}/encode`, {
+      await httpJson(`${svc.url}/encode`, {
         req_id: reqId,
         modality: 'image',
         num_parts: 1,
