@@ -13,7 +13,10 @@ import {
  * The pipeline's real thread stages without the app: the preprocessing pool, the
  * inference thread (ONNX Runtime) and a scheduler over it. `close` stops both pools.
  */
-export function encodeThreads(config = loadConfig({}).config as AppConfig) {
+export function encodeThreads(
+  // The generated reference models: a test of the threads, not of a real tower.
+  config = loadConfig({ EPD_ALLOW_REFERENCE_MODEL: 'true' }).config as AppConfig,
+) {
   const preprocessor = new Preprocessor(config);
   const backend = new OnnxWorkerBackend(config);
   const scheduler = new EncodeScheduler(backend, config, new Clock());
