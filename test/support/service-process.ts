@@ -49,6 +49,8 @@ export async function startServiceProcess(
       ...process.env,
       EPD_HTTP_PORT: String(port),
       EPD_LOG_LEVEL: 'warn',
+      // The generated reference models, also when a benchmark (no NODE_ENV=test) starts it.
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
