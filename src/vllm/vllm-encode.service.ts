@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
@@ -38,6 +38,8 @@ const MERGE = 4;
  */
 @Injectable()
 export class VllmEncodeService {
+  private readonly logger = new Logger('VllmEncode');
+
   constructor(
     private readonly config: AppConfig,
     private readonly encoder: EncodeGateway,
@@ -99,8 +101,13 @@ export class VllmEncodeService {
       if (!embedding) throw Errors.internal(reqId);
       const grid = embedding.grid[0] ?? [];
       // A file whose row count disagrees with its grid kills the consumer mid-forward: never written.
-      if (part.modality !== 'audio' && gridRows(grid) !== embedding.tokens)
+      if (part.modality !== 'audio' && gridRows(grid) !== embedding.tokens) {
+        this.logger.error(
+          { key: part.key, grid, rows: embedding.tokens },
+          'embedding rows disagree with the grid: not written (a vLLM consumer would fail mid-forward on it)',
+        );
         throw Errors.internal(reqId);
+      }
       const { data } = embedding;
       await this.store.publish(
         part.key,
