@@ -7,6 +7,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { Service } from 'kubernetes-models/v1/Service';
 import { parseAllDocuments, parse } from 'yaml';
 import { ENV_KEYS } from '../src/config/config.schema';
+import { loadConfig } from '../src/config/config.loader';
 import { REPO_ROOT } from './support/repo-root';
 
 const DIR = join(REPO_ROOT, 'deploy', 'k8s');
@@ -31,6 +32,75 @@ const manifests = readdirSync(DIR)
     })),
   );
 const byKind = (kind: string) => manifests.find((m) => m.doc.kind === kind)!.doc as never;
+
+interface Container {
+  name: string;
+  env?: { name: string; value?: string }[];
+  securityContext?: {
+    allowPrivilegeEscalation?: boolean;
+    capabilities?: { drop?: string[]; add?: string[] };
+    privileged?: boolean;
+    runAsNonRoot?: boolean;
+    seccompProfile?: { type?: string };
+  };
+  startupProbe?: { timeoutSeconds?: number };
+  livenessProbe?: { timeoutSeconds?: number };
+  readinessProbe?: { timeoutSeconds?: number };
+  lifecycle?: { preStop?: { sleep?: { seconds: number } } };
+}
+interface PodSpec {
+  terminationGracePeriodSeconds?: number;
+  enableServiceLinks?: boolean;
+  hostNetwork?: boolean;
+  securityContext?: { runAsNonRoot?: boolean; seccompProfile?: { type?: string } };
+  containers: Container[];
+}
+interface DeploymentDoc {
+  metadata: { name: string };
+  spec: { replicas?: number; template: { spec: PodSpec } };
+}
+
+/**
+ * Policy rules written from the Kubernetes docs, each returning what a Deployment breaks:
+ * Pod Security "restricted" (pod-security-standards: runAsNonRoot, seccompProfile
+ * RuntimeDefault or Localhost, allowPrivilegeEscalation false, capabilities drop ALL, no
+ * added capability but NET_BIND_SERVICE, not privileged, no host network), probe timeouts
+ * set, no `replicas` beside an autoscaler, a grace period that covers preStop + the
+ * service's drain (EPD_SHUTDOWN_GRACE_MS + EPD_DRAIN_MS, its own defaults where unset) +
+ * 5 s, and no service links.
+ */
+function violations(d: DeploymentDoc, autoscaled: boolean): string[] {
+  const out: string[] = [];
+  const pod = d.spec.template.spec;
+  if (autoscaled && d.spec.replicas !== undefined) out.push('replicas beside an autoscaler');
+  if (pod.enableServiceLinks !== false) out.push('service links on');
+  if (pod.hostNetwork) out.push('host network');
+  for (const c of pod.containers) {
+    const sc = c.securityContext ?? {};
+    const at = `container ${c.name}`;
+    if (!(sc.runAsNonRoot ?? pod.securityContext?.runAsNonRoot)) out.push(`${at}: runAsNonRoot`);
+    const seccomp = sc.seccompProfile?.type ?? pod.securityContext?.seccompProfile?.type;
+    if (seccomp !== 'RuntimeDefault' && seccomp !== 'Localhost') out.push(`${at}: seccompProfile`);
+    if (sc.allowPrivilegeEscalation !== false) out.push(`${at}: allowPrivilegeEscalation`);
+    if (!sc.capabilities?.drop?.includes('ALL')) out.push(`${at}: capabilities.drop ALL`);
+    if ((sc.capabilities?.add ?? []).some((cap) => cap !== 'NET_BIND_SERVICE'))
+      out.push(`${at}: capabilities.add`);
+    if (sc.privileged) out.push(`${at}: privileged`);
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const)
+      if (c[probe] && !c[probe].timeoutSeconds) out.push(`${at}: ${probe}.timeoutSeconds`);
+    const env = Object.fromEntries(
+      (c.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]),
+    );
+    const { shutdown } = loadConfig(env).config;
+    const needS =
+      (c.lifecycle?.preStop?.sleep?.seconds ?? 0) +
+      (shutdown.graceMs + shutdown.drainMs) / 1000 +
+      5;
+    if ((pod.terminationGracePeriodSeconds ?? 30) < needS)
+      out.push(`terminationGracePeriodSeconds < ${needS} (preStop + grace + drain + 5 s)`);
+  }
+  return out;
+}
 
 /**
  * "Autoscaling": the Kubernetes manifests in deploy/k8s are checked against the
@@ -104,6 +174,33 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
       env('EPD_SCALE_MIN'),
       env('EPD_SCALE_MAX'),
     ]);
+  });
+
+  it('the Deployment meets the policy rules (Pod Security restricted, probe timeouts, no replicas, a grace that fits)', () => {
+    expect(violations(byKind('Deployment'), true)).toEqual([]);
+  });
+
+  it.each([
+    ['replicas beside an autoscaler', (d: DeploymentDoc) => (d.spec.replicas = 2)],
+    ['service links on', (d: DeploymentDoc) => delete d.spec.template.spec.enableServiceLinks],
+    ['seccompProfile', (d: DeploymentDoc) => delete d.spec.template.spec.securityContext],
+    [
+      'allowPrivilegeEscalation',
+      (d: DeploymentDoc) => delete d.spec.template.spec.containers[0]!.securityContext,
+    ],
+    [
+      'readinessProbe.timeoutSeconds',
+      (d: DeploymentDoc) =>
+        delete d.spec.template.spec.containers[0]!.readinessProbe!.timeoutSeconds,
+    ],
+    [
+      'terminationGracePeriodSeconds <',
+      (d: DeploymentDoc) => (d.spec.template.spec.terminationGracePeriodSeconds = 20),
+    ],
+  ])('a copy broken by %s is refused', (rule, breakIt) => {
+    const d = structuredClone(byKind('Deployment')) as DeploymentDoc;
+    breakIt(d);
+    expect(violations(d, true).join('; ')).toContain(rule);
   });
 
   it('the NATS Helm values ask for a 3-node cluster with JetStream on files', () => {
