@@ -5,6 +5,8 @@ import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Service } from 'kubernetes-models/v1/Service';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import { parseAllDocuments, parse } from 'yaml';
 import { ENV_KEYS } from '../src/config/config.schema';
 import { loadConfig } from '../src/config/config.loader';
@@ -19,6 +21,8 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
 };
 
 type Doc = { apiVersion: string; kind: string; metadata: { name: string }; spec: never };
@@ -201,6 +205,43 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     const d = structuredClone(byKind('Deployment')) as DeploymentDoc;
     breakIt(d);
     expect(violations(d, true).join('; ')).toContain(rule);
+  });
+
+  it('the autoscaler, the monitor and the image fit the kustomization: namespace-scoped query, no null as 0, a fallback, one edit for the image', () => {
+    const k = parse(readFileSync(join(DIR, 'kustomization.yaml'), 'utf8')) as {
+      namespace: string;
+      images: { name: string; newName: string; newTag: string }[];
+    };
+    const keda = byKind('ScaledObject') as {
+      spec: {
+        fallback?: { failureThreshold: number; replicas: number };
+        minReplicaCount: number;
+        triggers: { metadata: { query: string; ignoreNullValues?: string } }[];
+      };
+    };
+    const trigger = keda.spec.triggers[0]!.metadata;
+    expect(trigger.query).toContain(`namespace="${k.namespace}"`);
+    expect(trigger.ignoreNullValues).toBe('false');
+    expect(keda.spec.fallback?.replicas).toBeGreaterThanOrEqual(keda.spec.minReplicaCount);
+    const d = byKind('Deployment') as {
+      spec: {
+        template: {
+          metadata: { labels: Record<string, string> };
+          spec: { containers: { image: string; ports: { name: string }[] }[] };
+        };
+      };
+    };
+    const c = d.spec.template.spec.containers[0]!;
+    expect(k.images.map((i) => i.name)).toContain(c.image.split(':')[0]);
+    const pm = byKind('PodMonitor') as {
+      spec: {
+        selector: { matchLabels: Record<string, string> };
+        podMetricsEndpoints: { port: string; path: string }[];
+      };
+    };
+    expect(d.spec.template.metadata.labels).toMatchObject(pm.spec.selector.matchLabels);
+    expect(c.ports.map((p) => p.name)).toContain(pm.spec.podMetricsEndpoints[0]!.port);
+    expect(pm.spec.podMetricsEndpoints[0]!.path).toBe('/metrics');
   });
 
   it('the NATS Helm values ask for a 3-node cluster with JetStream on files', () => {
