@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
 import { projectRoot } from '../src/common/fs/project-root';
-import { dataUri, image } from './support/media';
+import { dataUri, image, tone } from './support/media';
+import { onnx } from 'onnx-proto';
 import { sharedNatsUrl } from './support/shared-nats';
 import {
   runServiceToExit,
@@ -73,6 +74,37 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
       });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ embedding_len: 2116, embedding_dim: 1536 });
+    // The directory has no audio tower: this process serves no audio.
+    expect(admin.models).toHaveLength(1);
+    const audio = await request(svc.url)
+      .post('/encode')
+      .send({
+        req_id: 'dir-audio',
+        modality: 'audio',
+        num_parts: 1,
+        part_idx: 0,
+        mm_items: [dataUri(tone(0.5), 'audio/wav')],
+      });
+    expect(audio.status).toBe(400);
+    expect(audio.body.message).toContain('this encoder serves no audio model');
+  });
+
+  it('a directory whose tower is not a stand-in starts without EPD_ALLOW_REFERENCE_MODEL (and without an audio stand-in)', async () => {
+    const dir = variant('config.json', () => undefined);
+    const tower = join(dir, 'vision-encoder.onnx');
+    const model = onnx.ModelProto.decode(readFileSync(tower));
+    model.producerName = 'pytorch';
+    writeFileSync(tower, onnx.ModelProto.encode(model).finish());
+    svc = await startServiceProcess({
+      NODE_ENV: 'production',
+      EPD_ALLOW_REFERENCE_MODEL: 'false',
+      EPD_MODEL_DIR: dir,
+      EPD_NATS_URL: sharedNatsUrl(),
+    });
+    const health = (await request(svc.url).get('/health')).body;
+    expect(health.details.encoder.models).toEqual([
+      { kind: 'vision', name: 'model', family: 'qwen2-vl', reference: false },
+    ]);
   });
 
   it('EPD_MAX_PIXELS still overrides the directory', async () => {

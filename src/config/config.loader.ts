@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { ModelDirError, readModelDir } from './model-dir';
+import { ModelDirError, NO_AUDIO_MODEL, readModelDir } from './model-dir';
 import { projectRoot } from '../common/fs/project-root';
 import { ENV_KEYS, OTHER_ENV, configSchema, type EpdConfigShape } from './config.schema';
 
@@ -136,7 +136,8 @@ function withModelDir(config: EpdConfigShape, fromEnv: Map<string, string>): Epd
     encoder: {
       ...config.encoder,
       modelPath: dir.visionPath,
-      audioModelPath: dir.audioPath ?? config.encoder.audioModelPath,
+      // A directory without an audio tower serves no audio, unless a path is set for it.
+      audioModelPath: dir.audioPath ?? (config.encoder.audioModelPath || NO_AUDIO_MODEL),
       minPixels: fromEnv.has('encoder.minPixels') ? config.encoder.minPixels : dir.minPixels,
       maxPixels: fromEnv.has('encoder.maxPixels') ? config.encoder.maxPixels : dir.maxPixels,
     },

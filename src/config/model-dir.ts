@@ -1,6 +1,9 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 
+/** EPD_AUDIO_MODEL_PATH's value for "no audio model": audio requests are refused (400). */
+export const NO_AUDIO_MODEL = 'none';
+
 /** A model directory's files (EPD_MODEL_DIR). */
 export const MODEL_DIR_FILES = {
   vision: 'vision-encoder.onnx',

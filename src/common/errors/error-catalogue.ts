@@ -246,6 +246,12 @@ export const Errors = {
       reqId,
       'mooncake_unsupported',
     ),
+  noAudioModel: (reqId?: string) =>
+    new BadRequestError(
+      'this encoder serves no audio model (EPD_AUDIO_MODEL_PATH=none, or a model directory without audio-encoder.onnx)',
+      reqId,
+      'invalid_request',
+    ),
   // vLLM's encode-instance face (src/vllm)
   unsafeEcKey: (key: string, why: string) =>
     new BadRequestError(

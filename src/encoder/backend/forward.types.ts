@@ -59,6 +59,7 @@ export type ForwardReply =
 
 export interface ModelInfo {
   visionDim: number;
+  /** 0 when no audio model is loaded. */
   audioDim: number;
   /** Mel bins the audio model takes (its input_features' axis 1). */
   audioMels: number;
@@ -68,7 +69,8 @@ export interface ModelInfo {
 
 export interface InferenceWorkerData {
   visionPath: string;
-  audioPath: string;
+  /** Absent: no audio model (EPD_AUDIO_MODEL_PATH=none, or a model directory without one). */
+  audioPath?: string;
   intraOpThreads: number;
   /** The vision width a model directory's config.json declares, and that file. */
   expectedVisionDim?: { width: number; from: string };

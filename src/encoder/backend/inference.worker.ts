@@ -27,7 +27,7 @@ import { announceLoaded } from '../workers/close-pool';
 const data = Piscina.workerData as InferenceWorkerData;
 
 let sessions:
-  Promise<{ vision: InferenceSession; audio: InferenceSession; info: ModelInfo }> | undefined;
+  Promise<{ vision: InferenceSession; audio?: InferenceSession; info: ModelInfo }> | undefined;
 
 async function open(path: string): Promise<InferenceSession> {
   return InferenceSession.create(path, {
@@ -67,13 +67,14 @@ async function outputDim(
 
 function load() {
   sessions ??= (async () => {
-    const [vision, audio] = await Promise.all([open(data.visionPath), open(data.audioPath)]);
-    for (const [kind, session, path] of [
-      ['vision', vision, data.visionPath],
-      ['audio', audio, data.audioPath],
-    ] as const) {
-      checkModelContract(kind, path, session.inputMetadata, session.outputMetadata);
-    }
+    const audioPath = data.audioPath;
+    const [vision, audio] = await Promise.all([
+      open(data.visionPath),
+      audioPath ? open(audioPath) : undefined,
+    ]);
+    checkModelContract('vision', data.visionPath, vision.inputMetadata, vision.outputMetadata);
+    if (audio && audioPath)
+      checkModelContract('audio', audioPath, audio.inputMetadata, audio.outputMetadata);
     const visionDim = await outputDim(
       vision,
       modelInputs(vision, 'vision', new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),
@@ -83,11 +84,20 @@ function load() {
       throw new Error(
         `${CONTRACT_ERROR_PREFIX}: vision model ${data.visionPath} outputs width ${visionDim}, but ${expected.from} declares ${expected.width} (the embedding width its language model takes)`,
       );
-    const audioMels = melBins(audio, DEFAULT_N_MELS);
-    const audioDim = await outputDim(
-      audio,
-      modelInputs(audio, 'audio', new Float32Array(audioMels * AUDIO_MEL_FRAMES), [], audioMels),
-    );
+    // No audio model (a model directory without one): audioDim 0 says so to the pipeline.
+    const audioMels = audio ? melBins(audio, DEFAULT_N_MELS) : DEFAULT_N_MELS;
+    const audioDim = audio
+      ? await outputDim(
+          audio,
+          modelInputs(
+            audio,
+            'audio',
+            new Float32Array(audioMels * AUDIO_MEL_FRAMES),
+            [],
+            audioMels,
+          ),
+        )
+      : 0;
     return {
       vision,
       audio,
@@ -96,7 +106,7 @@ function load() {
         audioDim,
         audioMels,
         visionPath: data.visionPath,
-        audioPath: data.audioPath,
+        audioPath: audioPath ?? '',
       },
     };
   })();
@@ -198,6 +208,7 @@ async function audioOutputs(task: ForwardTask, dims: readonly number[], values: 
 async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardResult> {
   const { vision, audio, info: models } = await load();
   const session = task.kind === 'vision' ? vision : audio;
+  if (!session) throw new Error('no audio model is loaded');
   const input = pack(inputs, scratchOf);
   const feeds = modelInputs(
     session,

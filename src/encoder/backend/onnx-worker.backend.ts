@@ -17,7 +17,7 @@ import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
 import { servedModel, StartRefusedError, type ServedModel } from './model-marker';
 import { checkExecutionProviders } from './execution-providers';
-import { readModelDir } from '../../config/model-dir';
+import { NO_AUDIO_MODEL, readModelDir } from '../../config/model-dir';
 import { discard, handOn, isParcel } from '../workers/parcel';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { type SlabSlot, StagingSlab } from './staging-slab';
@@ -80,11 +80,16 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
         defaults.vision,
         'encoder.modelPath (EPD_MODEL_PATH)',
       ),
-      audioPath: modelPath(
-        config.encoder.audioModelPath,
-        defaults.audio,
-        'encoder.audioModelPath (EPD_AUDIO_MODEL_PATH)',
-      ),
+      // `none`: no audio model (a model directory without one sets it).
+      ...(config.encoder.audioModelPath === NO_AUDIO_MODEL
+        ? {}
+        : {
+            audioPath: modelPath(
+              config.encoder.audioModelPath,
+              defaults.audio,
+              'encoder.audioModelPath (EPD_AUDIO_MODEL_PATH)',
+            ),
+          }),
       intraOpThreads: config.encoder.intraOpThreads,
       executionProviders: checkExecutionProviders(config.encoder.ortExecutionProviders),
     };
@@ -94,14 +99,15 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       ? readModelDir(config.encoder.modelDir, projectRoot())
       : undefined;
     if (dir) workerData.expectedVisionDim = { width: dir.width, from: `${dir.dir}/config.json` };
-    this.served = [
-      servedModel('vision', workerData.visionPath, dir),
-      servedModel(
-        'audio',
-        workerData.audioPath,
-        dir?.audioPath ? { name: dir.name, family: 'qwen2-audio' } : undefined,
-      ),
-    ];
+    this.served = [servedModel('vision', workerData.visionPath, dir)];
+    if (workerData.audioPath)
+      this.served.push(
+        servedModel(
+          'audio',
+          workerData.audioPath,
+          dir?.audioPath ? { name: dir.name, family: 'qwen2-audio' } : undefined,
+        ),
+      );
     refuseUnallowedStandIns(this.served, config.encoder.allowReferenceModel, this.logger);
     this.slab = slabFor(config);
     if (this.slab) workerData.slab = this.slab.buffer;

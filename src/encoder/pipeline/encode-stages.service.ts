@@ -106,7 +106,8 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   }
 
   private async planUntraced(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
-    const { audioMels } = await this.backend.info();
+    const { audioMels, audioDim } = await this.backend.info();
+    if (req.modality === 'audio' && audioDim === 0) throw Errors.noAudioModel(req.req_id);
     const plan = this.ok(req, await this.preprocessor.plan(req.modality, items, audioMels));
     checkPlan(plan, this.config.encoder, req.req_id);
     const dim = await this.dimOf(req.modality);
