@@ -6,7 +6,7 @@ import { AppModule } from './app.module';
 import { configureApp, startApp } from './bootstrap';
 import { ConfigError, loadConfig } from './config/config.loader';
 import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
-import { StartRefusedError } from './encoder/backend/model-marker';
+import { StartRefusedError } from './common/start-refused';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
 import { ObjectTier } from './cache/object-tier';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
@@ -97,7 +97,17 @@ async function main(): Promise<void> {
     process.exit(78); // EX_CONFIG
   });
 
-  const { httpUrl: base, natsReady } = await startApp(app);
+  let started;
+  try {
+    started = await startApp(app);
+  } catch (err) {
+    // A module that refuses at init (an EC path that cannot be written) stops here.
+    if (!(err instanceof StartRefusedError)) throw err;
+    process.stderr.write(`epd-encoder: ${err.message}\n`);
+    await app.close().catch(() => undefined);
+    process.exit(78); // EX_CONFIG
+  }
+  const { httpUrl: base, natsReady } = started;
   if (role === 'worker') {
     await natsReady;
     logger.log(

@@ -18,6 +18,7 @@ import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { startTestApp, type TestApp } from './support/app';
 import { animatedGif, dataUri, image, tone } from './support/media';
 import { pause, waitFor } from './support/wait';
+import { runServiceToExit } from './support/service-process';
 
 /**
  * vLLM's encode instance, end to end: the disagg proxy's exact request to
@@ -362,5 +363,21 @@ describe("vLLM's encode instance (e2e: /v1/chat/completions, ECExampleConnector 
     const del = proxy.calls.filter((c) => c.method === 'DELETE');
     expect(del).toHaveLength(1);
     expect(del[0]!.body).toEqual(post.body);
+  });
+});
+
+describe("vLLM's EC path that cannot be used (e2e, the built service)", () => {
+  it('stops the start (exit 78) naming the path', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'epd-ec-bad-')), 'a-file');
+    writeFileSync(file, '');
+    const { code, out } = await runServiceToExit({
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
+      EPD_VLLM_EC_PATH: join(file, 'ec'),
+      EPD_VLLM_MODEL_ID: MODEL_ID,
+    });
+    expect(code).toBe(78);
+    expect(out).toContain(
+      `epd-encoder: EPD_VLLM_EC_PATH ${join(file, 'ec')} is not a writable directory`,
+    );
   });
 });

@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@ne
 import { mkdir, open, opendir, readdir, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Clock } from '../common/clock';
+import { StartRefusedError } from '../common/start-refused';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import type { StagingDtype } from '../common/kernel';
@@ -103,7 +104,7 @@ export class EcStore implements OnModuleInit, OnModuleDestroy {
       await (await open(probe, 'w')).close();
       await unlink(probe);
     } catch (err) {
-      throw new Error(
+      throw new StartRefusedError(
         `EPD_VLLM_EC_PATH ${this.root} is not a writable directory: ${(err as Error).message}`,
         { cause: err },
       );

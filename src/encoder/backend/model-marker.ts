@@ -8,13 +8,7 @@ export const REFERENCE_PRODUCER = 'epd-encoder-reference';
 export const REFERENCE_DOC =
   'epd-encoder reference model: random weights from a fixed seed, with the model contract of a real tower. Its embeddings are meaningless; serve a real tower (docs/models.md).';
 
-/**
- * A start that must not go on (a stand-in not allowed, an execution provider not
- * installed): main prints its message alone and exits 78, as for a configuration error.
- */
-export class StartRefusedError extends Error {
-  override readonly name = 'StartRefusedError';
-}
+export { StartRefusedError } from '../../common/start-refused';
 
 /** How much of a file is read for its leading fields (they come before the graph). */
 const HEAD_BYTES = 64 * 1024;
