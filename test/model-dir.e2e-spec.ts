@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import request from 'supertest';
 import { projectRoot } from '../src/common/fs/project-root';
 import { dataUri, image, tone } from './support/media';
-import { onnx } from 'onnx-proto';
 import { sharedNatsUrl } from './support/shared-nats';
+import { writeUnmarkedModel } from './support/unmarked-model';
 import {
   runServiceToExit,
   startServiceProcess,
@@ -92,9 +92,7 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
   it('a directory whose tower is not a stand-in starts without EPD_ALLOW_REFERENCE_MODEL (and without an audio stand-in)', async () => {
     const dir = variant('config.json', () => undefined);
     const tower = join(dir, 'vision-encoder.onnx');
-    const model = onnx.ModelProto.decode(readFileSync(tower));
-    model.producerName = 'pytorch';
-    writeFileSync(tower, onnx.ModelProto.encode(model).finish());
+    writeUnmarkedModel(tower, tower);
     svc = await startServiceProcess({
       NODE_ENV: 'production',
       EPD_ALLOW_REFERENCE_MODEL: 'false',

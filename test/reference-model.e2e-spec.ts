@@ -1,10 +1,10 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { onnx } from 'onnx-proto';
 import request from 'supertest';
 import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { sharedNatsUrl } from './support/shared-nats';
+import { writeUnmarkedModel } from './support/unmarked-model';
 import {
   runServiceToExit as runToExit,
   startServiceProcess,
@@ -18,17 +18,6 @@ import {
  * answer and whether each is a stand-in. An execution provider that is not installed stops
  * the start the same way, naming how to install it.
  */
-
-/** A copy of a reference model without the marker: what a real tower's file looks like to us. */
-function unmarkedCopy(path: string, dir: string, name: string): string {
-  const model = onnx.ModelProto.decode(readFileSync(path));
-  model.producerName = 'pytorch';
-  model.docString = '';
-  model.metadataProps = [];
-  const out = join(dir, `${name}.onnx`);
-  writeFileSync(out, onnx.ModelProto.encode(model).finish());
-  return out;
-}
 
 describe('reference models are never served by accident (e2e, the built service)', () => {
   let svc: ServiceProcess | undefined;
@@ -77,8 +66,8 @@ describe('reference models are never served by accident (e2e, the built service)
   it('a model without the marker starts without the flag, and is reported as no stand-in', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'epd-real-'));
     const paths = referenceModelPaths();
-    const vision = unmarkedCopy(paths.vision, dir, 'tower-v');
-    const audio = unmarkedCopy(paths.audio, dir, 'tower-a');
+    const vision = writeUnmarkedModel(paths.vision, join(dir, 'tower-v.onnx'));
+    const audio = writeUnmarkedModel(paths.audio, join(dir, 'tower-a.onnx'));
     svc = await startServiceProcess({
       NODE_ENV: 'production',
       EPD_ALLOW_REFERENCE_MODEL: 'false',

@@ -1,5 +1,12 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
+import {
+  IMAGE_MEAN,
+  IMAGE_STD,
+  MERGE,
+  PATCH_SIZE,
+  TEMPORAL_PATCH,
+} from '../common/vision-geometry';
 
 /** EPD_AUDIO_MODEL_PATH's value for "no audio model": audio requests are refused (400). */
 export const NO_AUDIO_MODEL = 'none';
@@ -25,12 +32,7 @@ const NOT_YET: Readonly<Record<string, string>> = {
   internvl_chat: '448-pixel tiles with a thumbnail and a pixel shuffle to 256 tokens per tile',
 };
 
-/** What this encoder's preprocessing does (docs/encoding.md); a checkpoint must agree. */
-const PATCH = 14;
-const MERGE = 2;
-const TEMPORAL = 2;
-const CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073];
-const CLIP_STD = [0.26862954, 0.26130258, 0.27577711];
+/** PIL's BICUBIC, the resample this encoder's preprocessing does; a checkpoint must agree. */
 const BICUBIC = 3;
 
 /** What a model directory says, and where each effective value came from. */
@@ -75,6 +77,30 @@ function readJson(dir: string, file: string): Json {
 
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0;
 
+/** Where a value may be stated (`at`: file and key; `named`: how a contradiction names it). */
+interface Stated {
+  at: string;
+  named?: string;
+  value: unknown;
+}
+
+/**
+ * One positive integer that may be stated in two places: at least one must state it, each
+ * that does must give a positive integer, and the two must agree. The value, and where it
+ * was read (the first place that states it).
+ */
+function oneInteger(first: Stated, second: Stated, missing: string): { value: number; at: string } {
+  const stated = [first, second].filter((s) => s.value !== undefined);
+  if (stated.length === 0) throw new ModelDirError(missing);
+  for (const s of stated)
+    if (!isInt(s.value)) throw new ModelDirError(`${s.at} must be a positive integer`);
+  if (stated.length === 2 && first.value !== second.value)
+    throw new ModelDirError(
+      `${first.at}=${String(first.value)} contradicts ${second.named ?? second.at}=${String(second.value)}`,
+    );
+  return { value: stated[0]!.value as number, at: stated[0]!.at };
+}
+
 /**
  * Reads a model directory (EPD_MODEL_DIR): the ONNX tower (`vision-encoder.onnx`, and
  * `audio-encoder.onnx` when the family takes audio) beside the checkpoint's unmodified
@@ -110,32 +136,23 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
 
   /** One integer that both files may state: it must be there, agree, and be ours. */
   const geometry = (preKey: string, cfgKey: string, ours: number): number => {
-    const a = pre[preKey];
-    const b = v[cfgKey];
-    if (a === undefined && b === undefined)
-      throw new ModelDirError(
-        `${preFile}: ${preKey} is missing (nor is vision_config.${cfgKey} in ${cfgFile})`,
-      );
-    if (a !== undefined && !isInt(a))
-      throw new ModelDirError(`${preFile}: ${preKey} must be a positive integer`);
-    if (b !== undefined && !isInt(b))
-      throw new ModelDirError(`${cfgFile}: vision_config.${cfgKey} must be a positive integer`);
-    if (a !== undefined && b !== undefined && a !== b)
-      throw new ModelDirError(
-        `${preFile}: ${preKey}=${a} contradicts ${cfgFile}: vision_config.${cfgKey}=${b}`,
-      );
-    const value = (a ?? b) as number;
+    const cfgAt = `${cfgFile}: vision_config.${cfgKey}`;
+    const { value, at } = oneInteger(
+      { at: `${preFile}: ${preKey}`, value: pre[preKey] },
+      { at: cfgAt, named: cfgAt, value: v[cfgKey] },
+      `${preFile}: ${preKey} is missing (nor is vision_config.${cfgKey} in ${cfgFile})`,
+    );
     if (value !== ours)
       throw new ModelDirError(
-        `${a !== undefined ? `${preFile}: ${preKey}` : `${cfgFile}: vision_config.${cfgKey}`}=${value}: this encoder's ${family} preprocessing uses ${ours}`,
+        `${at}=${value}: this encoder's ${family} preprocessing uses ${ours}`,
       );
     return value;
   };
-  const patchSize = geometry('patch_size', 'patch_size', PATCH);
+  const patchSize = geometry('patch_size', 'patch_size', PATCH_SIZE);
   const mergeSize = geometry('merge_size', 'spatial_merge_size', MERGE);
-  const temporalPatchSize = geometry('temporal_patch_size', 'temporal_patch_size', TEMPORAL);
+  const temporalPatchSize = geometry('temporal_patch_size', 'temporal_patch_size', TEMPORAL_PATCH);
 
-  const triple = (key: string, ours: number[]): number[] => {
+  const triple = (key: string, ours: readonly number[]): number[] => {
     const value = pre[key];
     if (value === undefined) throw new ModelDirError(`${preFile}: ${key} is missing`);
     if (!Array.isArray(value) || value.length !== 3 || !value.every((x) => typeof x === 'number'))
@@ -146,8 +163,8 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
       );
     return value;
   };
-  const imageMean = triple('image_mean', CLIP_MEAN);
-  const imageStd = triple('image_std', CLIP_STD);
+  const imageMean = triple('image_mean', IMAGE_MEAN);
+  const imageStd = triple('image_std', IMAGE_STD);
   if (pre.resample !== undefined && pre.resample !== BICUBIC)
     throw new ModelDirError(
       `${preFile}: resample=${JSON.stringify(pre.resample)}: this encoder resizes with bicubic (3)`,
@@ -155,19 +172,12 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
 
   // min/max pixels: the processor's own keys, or `size` as newer transformers write it.
   const size = (typeof pre.size === 'object' && pre.size !== null ? pre.size : {}) as Json;
-  const pixels = (key: string, sizeKey: string): number => {
-    const a = pre[key];
-    const b = size[sizeKey];
-    if (a === undefined && b === undefined)
-      throw new ModelDirError(`${preFile}: ${key} is missing (nor is size.${sizeKey})`);
-    if (a !== undefined && !isInt(a))
-      throw new ModelDirError(`${preFile}: ${key} must be a positive integer`);
-    if (b !== undefined && !isInt(b))
-      throw new ModelDirError(`${preFile}: size.${sizeKey} must be a positive integer`);
-    if (a !== undefined && b !== undefined && a !== b)
-      throw new ModelDirError(`${preFile}: ${key}=${a} contradicts size.${sizeKey}=${b}`);
-    return (a ?? b) as number;
-  };
+  const pixels = (key: string, sizeKey: string): number =>
+    oneInteger(
+      { at: `${preFile}: ${key}`, value: pre[key] },
+      { at: `${preFile}: size.${sizeKey}`, named: `size.${sizeKey}`, value: size[sizeKey] },
+      `${preFile}: ${key} is missing (nor is size.${sizeKey})`,
+    ).value;
   const minPixels = pixels('min_pixels', 'shortest_edge');
   const maxPixels = pixels('max_pixels', 'longest_edge');
   if (minPixels > maxPixels)

@@ -29,17 +29,26 @@ export interface RecentFailure {
   until: number;
 }
 
-/** Sets key → until (constant TTL), oldest evicted at `max`; re-inserting keeps expiry order. */
-function boundedSet(map: Map<string, number>, key: string, until: number, max: number): void {
+/** What boundedSet keeps: a bare expiry (epoch ms), or a record that carries one. */
+type Expiring = number | { until: number };
+const untilOf = (v: Expiring): number => (typeof v === 'number' ? v : v.until);
+
+/** Sets key → value (constant TTL), oldest evicted at `max`; re-inserting keeps expiry order. */
+function boundedSet<V extends Expiring>(
+  map: Map<string, V>,
+  key: string,
+  value: V,
+  max: number,
+): void {
   map.delete(key);
   if (map.size >= max) map.delete(map.keys().next().value!);
-  map.set(key, until);
+  map.set(key, value);
 }
 
 /** Drops entries expired by `now` from a map that boundedSet keeps in expiry order. */
-function expireOrdered(map: Map<string, number>, now: number): void {
-  for (const [key, until] of map) {
-    if (until > now) break;
+function expireOrdered(map: Map<string, Expiring>, now: number): void {
+  for (const [key, value] of map) {
+    if (untilOf(value) > now) break;
     map.delete(key);
   }
 }
@@ -137,17 +146,19 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
    * 200, as SGLang's encoder answers, instead of a "not active" that would hide the error.
    */
   rememberFailure(state: ReqState, error: { message: string; code: number }): void {
-    this.failures.delete(state.reqId);
-    if (this.failures.size >= MAX_RECENT_FAILURES)
-      this.failures.delete(this.failures.keys().next().value!);
-    this.failures.set(state.reqId, {
-      modality: state.modality,
-      partIdx: state.partIdx,
-      numParts: state.numParts,
-      message: error.message.slice(0, MAX_FAILURE_MESSAGE),
-      code: error.code,
-      until: this.clock.now() + this.config.timeouts.sendTimeoutMs,
-    });
+    boundedSet(
+      this.failures,
+      state.reqId,
+      {
+        modality: state.modality,
+        partIdx: state.partIdx,
+        numParts: state.numParts,
+        message: error.message.slice(0, MAX_FAILURE_MESSAGE),
+        code: error.code,
+        until: this.clock.now() + this.config.timeouts.sendTimeoutMs,
+      },
+      MAX_RECENT_FAILURES,
+    );
   }
 
   /** The failure of a recently failed encode of `reqId`, if it is still remembered. */
@@ -328,10 +339,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
     }
     expireOrdered(this.tombstones, now);
     expireOrdered(this.recentlyReleased, now);
-    for (const [reqId, failure] of this.failures) {
-      if (failure.until > now) break;
-      this.failures.delete(reqId);
-    }
+    expireOrdered(this.failures, now);
     return expired;
   }
 

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
+import { tokensForGrid } from '../common/vision-geometry';
 import { EncodeGateway } from '../encoder/encode-gateway';
 import type { EncodeRequest } from '../encoder/encode-request.schema';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
@@ -25,9 +26,6 @@ export interface EncodedParts {
   /** Embedding rows written, over all parts. */
   tokens: number;
 }
-
-/** The merge of Qwen2-VL-shaped towers: 2×2 patches make one row. */
-const MERGE = 4;
 
 /**
  * vLLM's encode instance: each media part of the proxy's chat request runs this process's
@@ -128,8 +126,8 @@ export class VllmEncodeService {
   }
 }
 
-/** Rows of one image or video after the 2×2 merge: t·h·w / 4. */
+/** Rows of one image or video: the tokens its grid reserves. */
 function gridRows(grid: readonly number[]): number {
   const [t = 0, h = 0, w = 0] = grid;
-  return (t * h * w) / MERGE;
+  return tokensForGrid(t, h, w);
 }

@@ -4,9 +4,9 @@
  * shapes, the inference worker feeds them, and any model in EPD_MODEL_PATH /
  * EPD_AUDIO_MODEL_PATH must accept them (checked at start-up).
  */
-export const PATCH_SIZE = 14;
-export const TEMPORAL_PATCH = 2;
-export const MERGE = 2;
+import { MERGE, PATCH_SIZE, TEMPORAL_PATCH } from '../../common/vision-geometry';
+
+export { MERGE, PATCH_SIZE, TEMPORAL_PATCH };
 export const CHANNELS = 3;
 /** One packed patch row: channels × temporal patch × 14 × 14 = 1176 values. */
 export const PATCH_DIM = CHANNELS * TEMPORAL_PATCH * PATCH_SIZE * PATCH_SIZE;

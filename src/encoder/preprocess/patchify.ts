@@ -1,8 +1,8 @@
 import { CHANNELS, MERGE, PATCH_DIM, PATCH_SIZE, TEMPORAL_PATCH } from '../pipeline/model-contract';
 
-/** OpenAI CLIP normalisation, as Qwen2-VL's image processor uses. */
-export const IMAGE_MEAN = [0.48145466, 0.4578275, 0.40821073] as const;
-export const IMAGE_STD = [0.26862954, 0.26130258, 0.27577711] as const;
+import { IMAGE_MEAN, IMAGE_STD } from '../../common/vision-geometry';
+
+export { IMAGE_MEAN, IMAGE_STD };
 
 export interface Grid {
   t: number;

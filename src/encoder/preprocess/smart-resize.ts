@@ -48,7 +48,4 @@ export function smartResize(
   return [h, w];
 }
 
-/** Tokens the language model reserves for a grid: one per 2×2 merge of patches. */
-export function tokensForGrid(t: number, h: number, w: number): number {
-  return (t * h * w) / (MERGE * MERGE);
-}
+export { tokensForGrid } from '../../common/vision-geometry';
