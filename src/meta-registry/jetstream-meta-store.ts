@@ -292,11 +292,16 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   }
 
   override async get(reqId: string): Promise<StoredMeta | undefined> {
-    const kv = this.connected(reqId);
+    this.connected(reqId); // NATS down: 503 at once, even for what the mirror holds
     const seen = this.mirror.get(reqId);
     if (seen && seen.record.publishedAt >= this.clock.now() - this.config.timeouts.sendTimeoutMs) {
       return seen.record;
     }
+    return this.latest(reqId);
+  }
+
+  override async latest(reqId: string): Promise<StoredMeta | undefined> {
+    const kv = this.connected(reqId);
     return this.recordOf(reqId, await this.call(kv.get(keyOf(reqId)), reqId));
   }
 

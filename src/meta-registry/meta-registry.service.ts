@@ -406,6 +406,11 @@ export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
     return this.store.get(reqId);
   }
 
+  /** The record as the store holds it now, never a possibly lagging mirror (MetaStore.latest). */
+  latest(reqId: string): Promise<StoredMeta | undefined> {
+    return this.store.latest(reqId);
+  }
+
   /** Drops the entry; waiters stay parked (a later publish for the same id still wakes them). */
   async discard(reqId: string): Promise<boolean> {
     const removed = await this.store.delete(reqId);

@@ -76,6 +76,14 @@ export abstract class MetaStore {
 
   abstract get(reqId: string): Promise<StoredMeta | undefined>;
   /**
+   * The record as the store holds it now. `get` may answer from what this process has
+   * seen (a shared store's mirror, which can lag other processes' writes by seconds under
+   * load); this never does. For decisions a stale answer would get wrong.
+   */
+  latest(reqId: string): Promise<StoredMeta | undefined> {
+    return this.get(reqId);
+  }
+  /**
    * Last write wins. Rejects with a 507 MMError when the store is at its bound. A shared
    * store may send the write again until `deadline` (epoch ms) while it cannot take it.
    */

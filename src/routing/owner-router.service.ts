@@ -50,8 +50,12 @@ export interface StoredOwners {
   handingOff(reqId: string): Promise<boolean> | undefined;
 }
 
-/** Errors of a forwarded call after which the owner record is read again: it may have moved. */
-const MAY_HAVE_MOVED = new Set(['shutting_down', 'owner_gone']);
+/**
+ * A forwarded call's errors that may mean the embedding moved: its owner stopping, gone,
+ * or (its record read here from a mirror that lagged the handoff) restarted under the same
+ * instance id and holding nothing: the record is read again from the store itself.
+ */
+const MAY_HAVE_MOVED = new Set(['shutting_down', 'owner_gone', 'unknown_req_id']);
 
 /**
  * The options of a call arriving at a controller: answered here when this instance holds
@@ -228,7 +232,7 @@ export class OwnerRouter {
   /** After a forwarded call failed as a stopping owner's would: its new owner, if it has one. */
   private async movedFrom(owner: Owner, reqId: string, err: unknown): Promise<Owner | undefined> {
     if (!(err instanceof MMError) || !MAY_HAVE_MOVED.has(err.type)) return undefined;
-    const now = (await this.registry.get(reqId).catch(() => undefined))?.owner;
+    const now = (await this.registry.latest(reqId).catch(() => undefined))?.owner;
     if (!now || (now.instance === owner.instance && now.boot === owner.boot)) return undefined;
     if (now.store === undefined && now.instance === this.config.instance.id) return undefined;
     return now;

@@ -30,6 +30,8 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     takenBy?: Owner;
   };
   let earlier: boolean;
+  /** What the store holds now, when a lagging mirror (`record`) says otherwise. */
+  let latest: Owner | undefined | 'as-mirror';
 
   const record = (): StoredMeta | undefined =>
     owner && {
@@ -44,10 +46,15 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     forwarded = [];
     forwardError = undefined;
     earlier = false;
+    latest = 'as-mirror';
     const registry = {
       lostInRestart: () => false,
       stagedByEarlierProcess: (o?: Owner) => earlier && o?.instance === 'self',
       get: () => Promise.resolve(record()),
+      latest: () =>
+        Promise.resolve(
+          latest === 'as-mirror' ? record() : latest && { ...record()!, owner: latest },
+        ),
       wait: () => Promise.reject(new Error('no wait here')),
     } as unknown as MetaRegistry;
     const forwarder = {
@@ -118,6 +125,30 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     await expect(answer).resolves.toBe('here');
     expect(forwarded).toHaveLength(1);
     expect(stored.taken).toEqual(['r']);
+  });
+
+  it("reads the store, not the mirror, when a restarted owner answers 404: the lagging mirror's owner handed it over", async () => {
+    // Seen in a rolling restart: A handed the embedding to the store and came back under the
+    // same instance id; B's mirror still named A's earlier process, so B forwarded to the new
+    // A, which holds nothing and answered unknown_req_id; B passed that 404 on.
+    router.useStoredOwners(stored);
+    owner = PEER; // the mirror, behind
+    latest = STORE; // the bucket
+    forwardError = Errors.unknownReqId('r');
+    await expect(route(DpType.SendStatus)).resolves.toBe('here');
+    expect(forwarded).toHaveLength(1);
+    expect(stored.taken).toEqual(['r']);
+    // Released for real (no record anywhere): the owner's 404 stands.
+    stored.taken = [];
+    latest = undefined;
+    await expect(route(DpType.SendStatus)).rejects.toMatchObject({
+      code: 404,
+      type: 'unknown_req_id',
+    });
+    // The store names the same owner: its 404 stands too.
+    latest = 'as-mirror';
+    await expect(route(DpType.SendStatus)).rejects.toMatchObject({ code: 404 });
+    expect(stored.taken).toEqual([]);
   });
 
   it('passes on an error that is not a stopping owner, without reading the record again', async () => {
