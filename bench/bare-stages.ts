@@ -15,6 +15,7 @@ import { referenceModelPaths } from '../src/encoder/backend/model-paths';
 import { modelInputs } from '../src/encoder/backend/model-inputs';
 import { patchify } from '../src/encoder/preprocess/patchify';
 import { loadBicubicResampler } from '../src/encoder/preprocess/resample';
+import { DEFAULT_GEOMETRY, resizeFactor } from '../src/common/vision-geometry';
 import { smartResize } from '../src/encoder/preprocess/smart-resize';
 import { EXECUTION_PROVIDERS } from './common';
 
@@ -32,7 +33,8 @@ export function benchSession(): Promise<InferenceSession> {
 
 export async function bareStages(file: Buffer, session: InferenceSession) {
   const meta = await sharp(file).metadata();
-  const [h, w] = smartResize(meta.height, meta.width, 3136, 1003520);
+  const g = DEFAULT_GEOMETRY;
+  const [h, w] = smartResize(meta.height, meta.width, 3136, 1003520, resizeFactor(g));
   const decode = () => sharp(file).rotate().toColourspace('srgb').removeAlpha().raw().toBuffer();
   const rgb = await decode();
   const resampler = await loadBicubicResampler();
@@ -50,9 +52,9 @@ export async function bareStages(file: Buffer, session: InferenceSession) {
             .toBuffer()
         : resampler.resize(rgb, meta.width, meta.height, w, h);
   const resized = await resize();
-  const { data, grid } = patchify([resized], h, w);
+  const { data, grid } = patchify([resized], h, w, g);
   const kept = new Float32Array(data.length);
-  const pix = () => patchify([resized], h, w, kept);
+  const pix = () => patchify([resized], h, w, g, kept);
   const feeds = modelInputs(session, 'vision', data, [[grid.t, grid.h, grid.w]]);
   const forward = () => session.run(feeds);
   /** What the service does with the same file: decode, resize, patchify, forward. */

@@ -6,6 +6,7 @@
  *    same thread count) of the very tensors the preprocessor produced;
  *  - p50/p99 of every stage from the encode replies' timings.
  */
+import { DEFAULT_GEOMETRY } from '../src/common/vision-geometry';
 import { readFileSync } from 'node:fs';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { InferenceSession } from 'onnxruntime-node';
@@ -109,6 +110,7 @@ async function main() {
   const pre = await preprocess({
     modality: 'image',
     items: [png],
+    geometry: DEFAULT_GEOMETRY,
     minPixels: 3136,
     maxPixels: 1003520,
     maxVideoFrames: 64,

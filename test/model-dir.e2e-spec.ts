@@ -20,16 +20,25 @@ import {
  * generated reference directory of Qwen2-VL-2B (npm run models).
  */
 const REFERENCE = join(projectRoot(), 'models', 'qwen2-vl-2b-reference');
+/** Qwen3-VL-4B-Instruct's layout: 16-pixel patches, mean/std 0.5, DeepStack width 2560 × 4. */
+const QWEN3_VL = join(projectRoot(), 'models', 'qwen3-vl-4b-reference');
 
-/** A copy of the reference directory with `edit` applied to one of its JSON files. */
-function variant(file: string, edit: (json: Record<string, unknown>) => void): string {
-  const dir = join(mkdtempSync(join(tmpdir(), 'epd-modeldir-')), 'model');
-  cpSync(REFERENCE, dir, { recursive: true });
+type Edit = (json: Record<string, unknown>) => void;
+
+/** `edit` applied to one of `dir`'s JSON files. */
+function edited(dir: string, file: string, edit: Edit): string {
   const path = join(dir, file);
   const json = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
   edit(json);
   writeFileSync(path, JSON.stringify(json));
   return dir;
+}
+
+/** A copy of the reference directory with `edit` applied to one of its JSON files. */
+function variant(file: string, edit: Edit): string {
+  const dir = join(mkdtempSync(join(tmpdir(), 'epd-modeldir-')), 'model');
+  cpSync(REFERENCE, dir, { recursive: true });
+  return edited(dir, file, edit);
 }
 
 describe('EPD_MODEL_DIR (e2e, the built service)', () => {
@@ -89,6 +98,77 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
     expect(audio.body.message).toContain('this encoder serves no audio model');
   });
 
+  it("serves a Qwen3-VL directory: 16-pixel patches, its checkpoint's pixel bounds, DeepStack's width, over /encode and vLLM's face", async () => {
+    const ecPath = mkdtempSync(join(tmpdir(), 'epd-q3-ec-'));
+    svc = await startServiceProcess({
+      EPD_MODEL_DIR: QWEN3_VL,
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_VLLM_EC_PATH: ecPath,
+      EPD_VLLM_MODEL_ID: 'Qwen/Qwen3-VL-4B-Instruct',
+    });
+    const admin = (await request(svc.url).get('/admin/encoder')).body;
+    expect(admin.preprocessing).toMatchObject({
+      patch_size: 16,
+      merge_size: 2,
+      temporal_patch_size: 2,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+      min_pixels: 65536, // size.shortest_edge
+      max_pixels: 16777216, // size.longest_edge
+    });
+    expect(admin.models[0]).toMatchObject({
+      name: 'qwen3-vl-4b-reference',
+      family: 'qwen3-vl',
+      reference: true,
+    });
+    // 640×480: multiples of 32 already, so 40×30 patches of 16 pixels, 300 tokens; each row
+    // out_hidden_size 2560 × (1 + 3 DeepStack layers) = 10,240 wide.
+    const png = await image(640, 480, 'png');
+    const res = await request(svc.url)
+      .post('/encode')
+      .send({
+        req_id: 'q3-1',
+        modality: 'image',
+        num_parts: 1,
+        part_idx: 0,
+        mm_items: [dataUri(png, 'image/png')],
+      });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      embedding_len: 300,
+      embedding_dim: 10240,
+      embedding_size: 300 * 10240 * 4,
+    });
+    // 100×100 is under the checkpoint's 65,536 pixels: grown to 256×256, 16×16 patches, 64 tokens.
+    const small = await request(svc.url)
+      .post('/encode')
+      .send({
+        req_id: 'q3-2',
+        modality: 'image',
+        num_parts: 1,
+        part_idx: 0,
+        mm_items: [dataUri(await image(100, 100, 'png'), 'image/png')],
+      });
+    expect(small.body).toMatchObject({ embedding_len: 64, embedding_dim: 10240 });
+    // vLLM's face reports the grid in 16-pixel patches, and its row count checks against it.
+    const chat = await request(svc.url)
+      .post('/v1/chat/completions')
+      .send({
+        model: 'Qwen/Qwen3-VL-4B-Instruct',
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image_url', image_url: { url: dataUri(png, 'image/png') }, uuid: 'q3-v' },
+            ],
+          },
+        ],
+      });
+    expect(chat.status).toBe(200);
+    expect(JSON.stringify(chat.body)).toContain('"image_grid_thw":[1,30,40]');
+  });
+
   it('a directory whose tower is not a stand-in starts without EPD_ALLOW_REFERENCE_MODEL (and without an audio stand-in)', async () => {
     const dir = variant('config.json', () => undefined);
     const tower = join(dir, 'vision-encoder.onnx');
@@ -129,13 +209,33 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
     ],
     [
       'a family not served yet',
-      variant('config.json', (j) => (j.model_type = 'qwen3_vl')),
-      /config\.json: model_type "qwen3_vl" is not a family this encoder serves yet \(16-pixel patches/,
+      variant('config.json', (j) => (j.model_type = 'internvl_chat')),
+      /config\.json: model_type "internvl_chat" is not a family this encoder serves yet \(448-pixel tiles/,
     ],
     [
-      'a normalisation that is not ours',
-      variant('preprocessor_config.json', (j) => (j.image_mean = [0.5, 0.5, 0.5])),
-      /preprocessor_config\.json: image_mean=\[0\.5,0\.5,0\.5\]: this encoder normalises with/,
+      'a normalisation that divides by zero',
+      variant('preprocessor_config.json', (j) => (j.image_std = [0.5, 0, 0.5])),
+      /preprocessor_config\.json: image_std must be three positive numbers/,
+    ],
+    [
+      "a Qwen3-VL config without its DeepStack layers (the width can't be known)",
+      variant('config.json', (j) => {
+        j.model_type = 'qwen3_vl';
+        (j.vision_config as Record<string, unknown>).out_hidden_size = 2560;
+      }),
+      /config\.json: vision_config\.deepstack_visual_indexes is missing/,
+    ],
+    [
+      "a tower whose input is not the directory's patch size (Qwen2-VL's tower, 16-pixel patches said)",
+      edited(
+        variant(
+          'config.json',
+          (j) => ((j.vision_config as Record<string, unknown>).patch_size = 16),
+        ),
+        'preprocessor_config.json',
+        (j) => (j.patch_size = 16),
+      ),
+      /input 0 pixel_values has 1176 on axis 1, expected 1536/,
     ],
     [
       'a width the tower does not output',

@@ -11,6 +11,7 @@ import {
 } from '../src/encoder/preprocess/preprocess.types';
 import { isParcel, parcelsHeld } from '../src/encoder/workers/parcel';
 import { encodeThreads } from './support/encode-threads';
+import { DEFAULT_GEOMETRY } from '../src/common/vision-geometry';
 
 /**
  * main-thread-gc-from-model-inputs: every encode's pixel_values (18.8 MB for a 1024×768
@@ -55,6 +56,7 @@ describe('model inputs bypass the main thread (e2e, real worker threads)', () =>
   const taskOf = (file: Buffer) => ({
     modality: 'image' as const,
     items: [file],
+    geometry: DEFAULT_GEOMETRY,
     minPixels: config.encoder.minPixels,
     maxPixels: config.encoder.maxPixels,
     maxVideoFrames: config.encoder.maxVideoFrames,

@@ -1,20 +1,53 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
+import { projectRoot } from '../src/common/fs/project-root';
 
 /**
  * Our image preprocessing against a port of transformers' Qwen2VLImageProcessor slow
  * path (read from huggingface/transformers at commit cb0fc56f; the port is
  * test/interop/qwen2vl_reference.py, run with Debian's Python and Pillow): same grid, same patch layout, and pixel values within the issue's targets, on
  * images that upscale, shrink, both at once, and in every colour form a client sends.
+ * Twice: with Qwen2-VL's values (14-pixel patches, CLIP mean/std, the service's default
+ * min/max pixels), and with Qwen3-VL-4B-Instruct's checkpoint configuration of the same
+ * processor (models/qwen3-vl-4b-reference/preprocessor_config.json: 16-pixel patches,
+ * mean/std 0.5, 65,536–16,777,216 pixels), read by both sides from that file.
  */
 const PYTHON = execFileSync('sh', ['-c', 'command -p -v python3']).toString().trim();
 const MIN_PIXELS = 3136;
 const MAX_PIXELS = 1003520;
+const QWEN3_VL_DIR = join(projectRoot(), 'models', 'qwen3-vl-4b-reference');
 const dir = mkdtempSync(join(tmpdir(), 'epd-fidelity-'));
+
+/** A family's configuration of the processor, as each side is told it. */
+interface Family {
+  /** epd-embed's arguments (the service's preprocessing, as built). */
+  ours: string[];
+  /** The Python port's arguments before OURS.npy, then its MIN and MAX pixels. */
+  reference: string[];
+  pixels: [number, number];
+  patchDim: number;
+}
+const QWEN2_VL: Family = {
+  ours: ['--min-pixels', String(MIN_PIXELS), '--max-pixels', String(MAX_PIXELS)],
+  reference: [],
+  pixels: [MIN_PIXELS, MAX_PIXELS],
+  patchDim: 1176,
+};
+function qwen3Vl(): Family {
+  const pre = JSON.parse(readFileSync(join(QWEN3_VL_DIR, 'preprocessor_config.json'), 'utf8')) as {
+    size: { shortest_edge: number; longest_edge: number };
+  };
+  return {
+    ours: ['--model-dir', QWEN3_VL_DIR],
+    reference: ['--config', join(QWEN3_VL_DIR, 'preprocessor_config.json')],
+    pixels: [pre.size.shortest_edge, pre.size.longest_edge],
+    patchDim: 1536,
+  };
+}
 
 interface Diff {
   grids: number[][];
@@ -35,7 +68,7 @@ async function photo(w: number, h: number): Promise<sharp.Sharp> {
   return sharp(base, { raw: { width: w, height: h, channels: 3 } });
 }
 
-function compare(name: string, file: Buffer): Diff {
+function compare(name: string, file: Buffer, family: Family = QWEN2_VL): Diff {
   const path = join(dir, name);
   writeFileSync(path, file);
   // Our preprocessing as built (dist/), run by the epd-embed CLI in its own process: the
@@ -43,27 +76,21 @@ function compare(name: string, file: Buffer): Diff {
   // Math builtins are not optimised).
   const ours = join(dir, `${name}.npy`);
   const pre = JSON.parse(
-    execFileSync(process.execPath, [
-      'dist/cli/embed.js',
-      path,
-      '--min-pixels',
-      String(MIN_PIXELS),
-      '--max-pixels',
-      String(MAX_PIXELS),
-      '--patches',
-      ours,
-    ]).toString(),
+    execFileSync(process.execPath, ['dist/cli/embed.js', path, ...family.ours, '--patches', ours], {
+      maxBuffer: 64 * 1024 * 1024,
+    }).toString(),
   ) as { shape: number[]; grids: number[][] };
   const out = execFileSync(PYTHON, [
     'test/interop/qwen2vl_reference.py',
+    ...family.reference,
     ours,
-    String(MIN_PIXELS),
-    String(MAX_PIXELS),
+    String(family.pixels[0]),
+    String(family.pixels[1]),
     path,
   ]).toString();
   const diff = JSON.parse(out) as Diff;
   expect(diff.grids).toEqual(pre.grids);
-  expect(pre.shape).toEqual([diff.rows[1], 1176]);
+  expect(pre.shape).toEqual([diff.rows[1], family.patchDim]);
   expect(diff.rows[0]).toBe(diff.rows[1]);
   return diff;
 }
@@ -75,69 +102,101 @@ function expectResizedWithinTargets(d: Diff): void {
   expect(d.p999).toBeLessThanOrEqual(0.2);
 }
 
-describe("image preprocessing matches a port of transformers' Qwen2VLImageProcessor slow path, read at commit cb0fc56f (Pillow)", () => {
-  // 'identical': no resize, or any side grows (our WebAssembly port of Pillow's resample):
-  // bit for bit the reference's values. 'shrunk': both sides shrink (libvips' reduce, a
-  // third of the cost on a large photo): within the issue's targets for resized images.
-  const cases: [string, () => Promise<Buffer>, 'identical' | 'shrunk'][] = [
-    ['exact 448x448', async () => (await photo(448, 448)).png().toBuffer(), 'identical'],
-    // 1024x768 → 1036x756: width upscaled, height shrunk (the half-pixel drift case).
-    ['upscale+shrink 1024x768', async () => (await photo(1024, 768)).png().toBuffer(), 'identical'],
-    ['upscale 380x270', async () => (await photo(380, 270)).png().toBuffer(), 'identical'],
-    ['shrink 2000x1500', async () => (await photo(2000, 1500)).png().toBuffer(), 'shrunk'],
-    ['phone photo 4032x3024', async () => (await photo(4032, 3024)).jpeg().toBuffer(), 'shrunk'],
-    ['shrink noise 1600x1200', async () => noise(1600, 1200, 3).png().toBuffer(), 'shrunk'],
-    ['odd 333x517', async () => (await photo(333, 517)).png().toBuffer(), 'identical'],
-    ['aspect 3000x60', async () => (await photo(3000, 60)).png().toBuffer(), 'shrunk'],
-    ['below min_pixels 40x50', async () => (await photo(40, 50)).png().toBuffer(), 'identical'],
-    ['noise 517x333', async () => noise(517, 333, 3).png().toBuffer(), 'identical'],
-    [
-      'grayscale 300x200',
-      async () => (await photo(300, 200)).grayscale().png().toBuffer(),
-      'identical',
-    ],
-    [
-      'rgba 300x200 (alpha ignored, stored colour kept)',
-      async () => noise(300, 200, 4).png().toBuffer(),
-      'identical',
-    ],
-    ['rgba exact 280x280', async () => noise(280, 280, 4).png().toBuffer(), 'identical'],
-    [
-      'palette 300x200',
-      async () => (await photo(300, 200)).png({ palette: true }).toBuffer(),
-      'identical',
-    ],
-    [
-      'exif-rotated jpeg 400x300',
-      async () =>
-        (await photo(400, 300)).jpeg({ quality: 95 }).withMetadata({ orientation: 6 }).toBuffer(),
-      'identical',
-    ],
-    [
-      '16-bit png 300x200',
-      async () =>
-        sharp(randomBytes(300 * 200 * 3 * 2), {
-          raw: { width: 300, height: 200, channels: 3, premultiplied: false },
-        })
-          .toColourspace('rgb16')
-          .png()
-          .toBuffer(),
-      'identical',
-    ],
-  ];
+/**
+ * The corpus. 'identical': no resize, or any side grows (our WebAssembly port of Pillow's
+ * resample): bit for bit the reference's values. 'shrunk': both sides shrink (libvips'
+ * reduce, a third of the cost on a large photo): within the issue's targets for resized
+ * images. (With Qwen2-VL's values; other bounds resize other ways, see qwen3 below.)
+ */
+const CASES: [string, () => Promise<Buffer>, 'identical' | 'shrunk'][] = [
+  ['exact 448x448', async () => (await photo(448, 448)).png().toBuffer(), 'identical'],
+  // 1024x768 → 1036x756: width upscaled, height shrunk (the half-pixel drift case).
+  ['upscale+shrink 1024x768', async () => (await photo(1024, 768)).png().toBuffer(), 'identical'],
+  ['upscale 380x270', async () => (await photo(380, 270)).png().toBuffer(), 'identical'],
+  ['shrink 2000x1500', async () => (await photo(2000, 1500)).png().toBuffer(), 'shrunk'],
+  ['phone photo 4032x3024', async () => (await photo(4032, 3024)).jpeg().toBuffer(), 'shrunk'],
+  ['shrink noise 1600x1200', async () => noise(1600, 1200, 3).png().toBuffer(), 'shrunk'],
+  ['odd 333x517', async () => (await photo(333, 517)).png().toBuffer(), 'identical'],
+  ['aspect 3000x60', async () => (await photo(3000, 60)).png().toBuffer(), 'shrunk'],
+  ['below min_pixels 40x50', async () => (await photo(40, 50)).png().toBuffer(), 'identical'],
+  ['noise 517x333', async () => noise(517, 333, 3).png().toBuffer(), 'identical'],
+  [
+    'grayscale 300x200',
+    async () => (await photo(300, 200)).grayscale().png().toBuffer(),
+    'identical',
+  ],
+  [
+    'rgba 300x200 (alpha ignored, stored colour kept)',
+    async () => noise(300, 200, 4).png().toBuffer(),
+    'identical',
+  ],
+  ['rgba exact 280x280', async () => noise(280, 280, 4).png().toBuffer(), 'identical'],
+  [
+    'palette 300x200',
+    async () => (await photo(300, 200)).png({ palette: true }).toBuffer(),
+    'identical',
+  ],
+  [
+    'exif-rotated jpeg 400x300',
+    async () =>
+      (await photo(400, 300)).jpeg({ quality: 95 }).withMetadata({ orientation: 6 }).toBuffer(),
+    'identical',
+  ],
+  [
+    '16-bit png 300x200',
+    async () =>
+      sharp(randomBytes(300 * 200 * 3 * 2), {
+        raw: { width: 300, height: 200, channels: 3, premultiplied: false },
+      })
+        .toColourspace('rgb16')
+        .png()
+        .toBuffer(),
+    'identical',
+  ],
+];
 
+describe("image preprocessing matches a port of transformers' Qwen2VLImageProcessor slow path, read at commit cb0fc56f (Pillow)", () => {
   const stats: string[] = [];
   afterAll(() => {
     // The per-case statistics, for the record (docs/encoding.md points here for them).
     process.stdout.write(`max / mean / p99.9 |diff| vs the reference:\n${stats.join('\n')}\n`);
   });
 
-  it.each(cases)('%s', async (name, make, kind) => {
+  it.each(CASES)('%s', async (name, make, kind) => {
     const d = compare(name.replace(/\W+/g, '_'), await make());
     stats.push(
       `  ${name}: ${d.max.toExponential(2)} / ${d.mean.toExponential(2)} / ${d.p999.toExponential(2)}`,
     );
     if (kind === 'identical') expect(d.max).toBe(0);
     else expectResizedWithinTargets(d);
+  });
+});
+
+describe("image preprocessing matches the same port configured by Qwen3-VL-4B-Instruct's preprocessor_config.json (16-pixel patches, mean/std 0.5)", () => {
+  const family = qwen3Vl();
+  const stats: string[] = [];
+  afterAll(() => {
+    process.stdout.write(
+      `Qwen3-VL: max / mean / p99.9 |diff| vs the reference:\n${stats.join('\n')}\n`,
+    );
+  });
+
+  // The same corpus under this checkpoint's bounds (at least 65,536 pixels, so the small
+  // images grow): which path a case takes follows from its size and the grid, by the
+  // worker's rule (libvips when no side grows, the exact resampler otherwise).
+  it.each(CASES)('%s', async (name, make) => {
+    const file = await make();
+    const d = compare(`q3_${name.replace(/\W+/g, '_')}`, file, family);
+    const meta = await sharp(file).metadata();
+    const turned = (meta.orientation ?? 1) >= 5;
+    const [srcH, srcW] = turned ? [meta.width, meta.height] : [meta.height, meta.width];
+    const [, gh, gw] = d.grids[0]!;
+    const [h, w] = [gh! * 16, gw! * 16];
+    stats.push(
+      `  ${name} → ${w}x${h}: ${d.max.toExponential(2)} / ${d.mean.toExponential(2)} / ${d.p999.toExponential(2)}`,
+    );
+    const shrunk = h <= srcH && w <= srcW && (h < srcH || w < srcW);
+    if (shrunk) expectResizedWithinTargets(d);
+    else expect(d.max).toBe(0);
   });
 });

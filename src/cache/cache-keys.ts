@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { VisionGeometry } from '../common/vision-geometry';
 
 /** Bump when preprocessing changes a pixel or a sample (resampler, patch layout, mel): old entries then miss. */
 export const PREPROCESS_VERSION = 'qwen2vl-bicubic-f32lut-1/whisper-mel-1';
@@ -12,6 +13,8 @@ export interface Fingerprint {
   maxPixels: number;
   maxVideoFrames: number;
   stagingDtype: string;
+  /** The patch geometry, when a model directory gives one other than the default. */
+  geometry?: VisionGeometry;
   /**
    * The tenant whose request this is (common/tenant.ts): tenants share no entry, neither
    * by content (whose hits would tell one tenant what another encoded) nor by hash.

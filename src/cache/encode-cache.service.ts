@@ -10,6 +10,9 @@ import {
 } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
+import { visionGeometryOf } from '../config/model-dir';
+import { projectRoot } from '../common/fs/project-root';
+import { DEFAULT_GEOMETRY, type VisionGeometry } from '../common/vision-geometry';
 import { ProcessRole } from '../config/process-role';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { ParentLink } from '../transport/parent-link';
@@ -83,6 +86,9 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly hints = new Map<string, string>();
   private readonly at: string;
 
+  /** The model's patch geometry: keys a vision entry when it is not the default's. */
+  private readonly geometry: VisionGeometry;
+
   constructor(
     private readonly config: AppConfig,
     private readonly clock: Clock,
@@ -91,6 +97,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     link: ParentLink,
     role: ProcessRole,
   ) {
+    this.geometry = visionGeometryOf(config.encoder, projectRoot());
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
     this.at = cacheFetchSubject(
       config.nats.subjectPrefix,
@@ -218,7 +225,12 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   ): Promise<Fingerprint> {
     const { minPixels, maxPixels, maxVideoFrames, stagingDtype } = this.config.encoder;
     const model = await this.modelHash(modelPath);
-    return { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype, tenant };
+    const fp = { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype, tenant };
+    // A model directory's normalisation is not in the tower's bytes: it keys the entry too.
+    // (Only then, so the default model's keys, and the caches that hold them, stay as they are.)
+    return modality === 'audio' || this.geometry === DEFAULT_GEOMETRY
+      ? fp
+      : { ...fp, geometry: this.geometry };
   }
 
   /**

@@ -8,17 +8,25 @@ import { DEFAULT_N_MELS } from '../encoder/pipeline/model-contract';
 import { MODALITIES, type Modality } from '../encoder/encode-request.schema';
 import preprocess from '../encoder/preprocess/preprocess.worker';
 import { npyHeader } from '../transfer/npy';
+import { DEFAULT_GEOMETRY } from '../common/vision-geometry';
+import { readModelDir } from '../config/model-dir';
+import { loadConfig } from '../config/config.loader';
 
-const USAGE = `usage: epd-embed <file>... [--modality image|video|audio] [--model PATH] [--min-pixels N] [--max-pixels N] [--npy OUT] [--patches OUT]
+const USAGE = `usage: epd-embed <file>... [--modality image|video|audio] [--model PATH | --model-dir DIR] [--min-pixels N] [--max-pixels N] [--npy OUT] [--patches OUT]
 
 Computes, without the service, the embedding the encoder produces for these media: the
 same preprocessing, then one bare ONNX Runtime forward. Prints {shape, grids, tokens,
 sha256} (sha256 of the float32 little-endian bytes); --npy also writes the array. Use it
 to check what a receiver got, or to debug a model.
 
+--model-dir DIR takes a model directory as EPD_MODEL_DIR does: its tower, its patch
+geometry (patch, merge, mean, std) and its min/max pixels (unless --min-pixels /
+--max-pixels are given). Without it: the default model, Qwen2-VL's geometry, and the
+service's default min/max pixels.
+
 --patches OUT writes what the model sees instead (the preprocessed rows, float32
-[rows, 1176] for images and video) and skips the forward: compare it with a reference
-processor.`;
+[rows, 1176] for 14-pixel patches, [rows, 1536] for 16) and skips the forward: compare
+it with a reference processor.`;
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -26,8 +34,9 @@ async function main(): Promise<void> {
     options: {
       modality: { type: 'string', default: 'image' },
       model: { type: 'string' },
-      'min-pixels': { type: 'string', default: '3136' },
-      'max-pixels': { type: 'string', default: '1003520' },
+      'model-dir': { type: 'string' },
+      'min-pixels': { type: 'string' },
+      'max-pixels': { type: 'string' },
       npy: { type: 'string' },
       patches: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -40,16 +49,27 @@ async function main(): Promise<void> {
   const modality = values.modality as Modality;
   if (!(MODALITIES as readonly string[]).includes(modality))
     throw new Error(`unsupported modality: ${modality}`);
+  // The service's defaults (config/default.yaml), not this shell's EPD_* settings.
+  const defaults = loadConfig({}).config.encoder;
+  const dir = values['model-dir'] ? readModelDir(values['model-dir'], process.cwd()) : undefined;
+  if (dir && values.model) throw new Error('--model and --model-dir both name the model: give one');
   const paths = referenceModelPaths();
   const session = await InferenceSession.create(
-    values.model ?? (modality === 'audio' ? paths.audio : paths.vision),
+    values.model ??
+      (modality === 'audio'
+        ? dir
+          ? dir.audioPath
+          : paths.audio
+        : (dir?.visionPath ?? paths.vision)) ??
+      '',
   );
   const nMels = melBins(session, DEFAULT_N_MELS);
   const pre = await preprocess({
     modality,
     items: positionals.map((f) => readFileSync(f)),
-    minPixels: Number(values['min-pixels']),
-    maxPixels: Number(values['max-pixels']),
+    geometry: dir?.geometry ?? DEFAULT_GEOMETRY,
+    minPixels: Number(values['min-pixels'] ?? dir?.minPixels ?? defaults.minPixels),
+    maxPixels: Number(values['max-pixels'] ?? dir?.maxPixels ?? defaults.maxPixels),
     maxVideoFrames: 64,
     maxDecodedPixels: 2 ** 27, // EPD_MAX_DECODED_PIXELS' default
     nMels,

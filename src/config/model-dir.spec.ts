@@ -60,4 +60,64 @@ describe('readModelDir', () => {
       ),
     ).toThrow(/config\.json: vision_config\.out_hidden_size is missing/);
   });
+
+  it("reads Qwen3-VL's geometry from the files, and its width as out_hidden_size × (1 + DeepStack layers)", () => {
+    const d = dir(
+      {
+        patch_size: 16,
+        temporal_patch_size: 2,
+        merge_size: 2,
+        image_mean: [0.5, 0.5, 0.5],
+        image_std: [0.5, 0.5, 0.5],
+        size: { shortest_edge: 65536, longest_edge: 16777216 },
+      },
+      {
+        model_type: 'qwen3_vl',
+        vision_config: { out_hidden_size: 2560, deepstack_visual_indexes: [5, 11, 17] },
+      },
+    );
+    expect(readModelDir(d, '/')).toMatchObject({
+      family: 'qwen3-vl',
+      width: 10240,
+      minPixels: 65536,
+      maxPixels: 16777216,
+      geometry: {
+        patchSize: 16,
+        mergeSize: 2,
+        temporalPatchSize: 2,
+        imageMean: [0.5, 0.5, 0.5],
+        imageStd: [0.5, 0.5, 0.5],
+      },
+    });
+    const moe = dir(
+      { ...PRE, patch_size: 16, min_pixels: 1, max_pixels: 9 },
+      {
+        model_type: 'qwen3_vl_moe',
+        vision_config: { out_hidden_size: 2048, deepstack_visual_indexes: [] },
+      },
+    );
+    expect(readModelDir(moe, '/')).toMatchObject({ family: 'qwen3-vl-moe', width: 2048 });
+    expect(() =>
+      readModelDir(
+        dir(
+          { ...PRE, min_pixels: 1, max_pixels: 9 },
+          {
+            model_type: 'qwen3_vl',
+            vision_config: { out_hidden_size: 8, deepstack_visual_indexes: 'x' },
+          },
+        ),
+        '/',
+      ),
+    ).toThrow(/deepstack_visual_indexes must be a list of layer indexes/);
+  });
+
+  it('refuses a temporal patch other than 2 and a patch size beyond the bound', () => {
+    const cfg = { model_type: 'qwen2_vl', vision_config: { hidden_size: 1536 } };
+    expect(() =>
+      readModelDir(dir({ ...PRE, temporal_patch_size: 3, min_pixels: 1, max_pixels: 9 }, cfg), '/'),
+    ).toThrow(/temporal_patch_size=3: this encoder's patch layout writes 2 frames per patch/);
+    expect(() =>
+      readModelDir(dir({ ...PRE, patch_size: 100, min_pixels: 1, max_pixels: 9 }, cfg), '/'),
+    ).toThrow(/patch_size=100: at most 64 is supported/);
+  });
 });

@@ -1,12 +1,6 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
-import {
-  IMAGE_MEAN,
-  IMAGE_STD,
-  MERGE,
-  PATCH_SIZE,
-  TEMPORAL_PATCH,
-} from '../common/vision-geometry';
+import { DEFAULT_GEOMETRY, TEMPORAL_PATCH, type VisionGeometry } from '../common/vision-geometry';
 
 /** EPD_AUDIO_MODEL_PATH's value for "no audio model": audio requests are refused (400). */
 export const NO_AUDIO_MODEL = 'none';
@@ -19,18 +13,68 @@ export const MODEL_DIR_FILES = {
   config: 'config.json',
 } as const;
 
-/** The families whose preprocessing this encoder does: config.json's model_type → name. */
-const FAMILIES: Readonly<Record<string, string>> = {
-  qwen2_vl: 'qwen2-vl',
-  qwen2_5_vl: 'qwen2.5-vl',
+type Json = Record<string, unknown>;
+
+/** A family this encoder serves: its name, and how its config.json states the embedding width. */
+interface Family {
+  name: string;
+  /** The width of one embedding row (what the tower must output), and the key it came from. */
+  width(v: Json, cfgFile: string): number;
+}
+
+/** vision_config.<key>: a positive integer, or a start-stopping error naming the file and key. */
+function visionInt(v: Json, key: string, cfgFile: string, what: string): number {
+  const value = v[key];
+  if (value === undefined)
+    throw new ModelDirError(`${cfgFile}: vision_config.${key} is missing (${what})`);
+  if (!isInt(value))
+    throw new ModelDirError(`${cfgFile}: vision_config.${key} must be a positive integer`);
+  return value;
+}
+
+/**
+ * The families whose preprocessing this encoder does, by config.json's model_type. Qwen2-VL's
+ * merger projects to vision_config.hidden_size (the language model's width); Qwen2.5-VL
+ * names it out_hidden_size; Qwen3-VL concatenates its DeepStack features (one per entry of
+ * deepstack_visual_indexes) to the merged output on the last dimension, so a row is
+ * out_hidden_size × (1 + len(deepstack_visual_indexes)) wide.
+ */
+const QWEN3_VL: Family = {
+  name: 'qwen3-vl',
+  width(v, cfgFile) {
+    const out = visionInt(v, 'out_hidden_size', cfgFile, 'the merged output width');
+    const deepstack = v.deepstack_visual_indexes;
+    if (deepstack === undefined)
+      throw new ModelDirError(
+        `${cfgFile}: vision_config.deepstack_visual_indexes is missing (the DeepStack features concatenated to the width)`,
+      );
+    if (!Array.isArray(deepstack) || !deepstack.every((i) => Number.isInteger(i) && i >= 0))
+      throw new ModelDirError(
+        `${cfgFile}: vision_config.deepstack_visual_indexes must be a list of layer indexes`,
+      );
+    return out * (1 + deepstack.length);
+  },
+};
+const FAMILIES: Readonly<Record<string, Family>> = {
+  qwen2_vl: {
+    name: 'qwen2-vl',
+    width: (v, f) => visionInt(v, 'hidden_size', f, 'the embedding width'),
+  },
+  qwen2_5_vl: {
+    name: 'qwen2.5-vl',
+    width: (v, f) => visionInt(v, 'out_hidden_size', f, 'the embedding width'),
+  },
+  qwen3_vl: QWEN3_VL,
+  qwen3_vl_moe: { ...QWEN3_VL, name: 'qwen3-vl-moe' },
 };
 /** Families users ask for that do not fit yet, and why. */
 const NOT_YET: Readonly<Record<string, string>> = {
-  qwen3_vl: '16-pixel patches and DeepStack features concatenated on the width',
-  qwen3_vl_moe: '16-pixel patches and DeepStack features concatenated on the width',
   internvl: '448-pixel tiles with a thumbnail and a pixel shuffle to 256 tokens per tile',
   internvl_chat: '448-pixel tiles with a thumbnail and a pixel shuffle to 256 tokens per tile',
 };
+/** Sanity bounds on what a file may state (the ONNX tower's input width is checked at load too). */
+const MAX_PATCH = 64;
+const MAX_MERGE = 8;
 
 /** PIL's BICUBIC, the resample this encoder's preprocessing does; a checkpoint must agree. */
 const BICUBIC = 3;
@@ -47,19 +91,14 @@ export interface ModelDir {
   width: number;
   minPixels: number;
   maxPixels: number;
-  patchSize: number;
-  mergeSize: number;
-  temporalPatchSize: number;
-  imageMean: number[];
-  imageStd: number[];
+  /** Patch, merge and temporal patch sizes, mean and std: what the preprocessing does. */
+  geometry: VisionGeometry;
 }
 
 /** A model directory the encoder cannot serve: the message names the file and the key. */
 export class ModelDirError extends Error {
   override readonly name = 'ModelDirError';
 }
-
-type Json = Record<string, unknown>;
 
 function readJson(dir: string, file: string): Json {
   const path = join(dir, file);
@@ -121,8 +160,8 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
   const modelType = cfg.model_type;
   if (typeof modelType !== 'string')
     throw new ModelDirError(`${cfgFile}: model_type is missing (it names the model family)`);
-  const family = FAMILIES[modelType];
-  if (!family) {
+  const fam = FAMILIES[modelType];
+  if (!fam) {
     const why = NOT_YET[modelType];
     throw new ModelDirError(
       `${cfgFile}: model_type "${modelType}" is not a family this encoder serves yet` +
@@ -133,38 +172,43 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
   if (typeof vision !== 'object' || vision === null)
     throw new ModelDirError(`${cfgFile}: vision_config is missing`);
   const v = vision as Json;
+  const family = fam.name;
 
-  /** One integer that both files may state: it must be there, agree, and be ours. */
-  const geometry = (preKey: string, cfgKey: string, ours: number): number => {
+  /** One integer both files may state: it must be there, agree, and lie within `max`. */
+  const geometry = (preKey: string, cfgKey: string, max: number): number => {
     const cfgAt = `${cfgFile}: vision_config.${cfgKey}`;
     const { value, at } = oneInteger(
       { at: `${preFile}: ${preKey}`, value: pre[preKey] },
       { at: cfgAt, named: cfgAt, value: v[cfgKey] },
       `${preFile}: ${preKey} is missing (nor is vision_config.${cfgKey} in ${cfgFile})`,
     );
-    if (value !== ours)
-      throw new ModelDirError(
-        `${at}=${value}: this encoder's ${family} preprocessing uses ${ours}`,
-      );
+    if (value > max) throw new ModelDirError(`${at}=${value}: at most ${max} is supported`);
     return value;
   };
-  const patchSize = geometry('patch_size', 'patch_size', PATCH_SIZE);
-  const mergeSize = geometry('merge_size', 'spatial_merge_size', MERGE);
-  const temporalPatchSize = geometry('temporal_patch_size', 'temporal_patch_size', TEMPORAL_PATCH);
+  const patchSize = geometry('patch_size', 'patch_size', MAX_PATCH);
+  const mergeSize = geometry('merge_size', 'spatial_merge_size', MAX_MERGE);
+  const temporalPatchSize = geometry('temporal_patch_size', 'temporal_patch_size', MAX_MERGE);
+  if (temporalPatchSize !== TEMPORAL_PATCH)
+    throw new ModelDirError(
+      `${preFile}: temporal_patch_size=${temporalPatchSize}: this encoder's patch layout writes ${TEMPORAL_PATCH} frames per patch`,
+    );
 
-  const triple = (key: string, ours: readonly number[]): number[] => {
+  /** Three numbers (std: each above zero). */
+  const triple = (key: string, positive: boolean): [number, number, number] => {
     const value = pre[key];
     if (value === undefined) throw new ModelDirError(`${preFile}: ${key} is missing`);
-    if (!Array.isArray(value) || value.length !== 3 || !value.every((x) => typeof x === 'number'))
-      throw new ModelDirError(`${preFile}: ${key} must be three numbers`);
-    if (value.some((x, i) => Math.abs(x - ours[i]!) > 1e-6))
+    if (
+      !Array.isArray(value) ||
+      value.length !== 3 ||
+      !value.every((x) => typeof x === 'number' && Number.isFinite(x) && (!positive || x > 0))
+    )
       throw new ModelDirError(
-        `${preFile}: ${key}=${JSON.stringify(value)}: this encoder normalises with ${JSON.stringify(ours)}`,
+        `${preFile}: ${key} must be three ${positive ? 'positive ' : ''}numbers`,
       );
-    return value;
+    return value as [number, number, number];
   };
-  const imageMean = triple('image_mean', IMAGE_MEAN);
-  const imageStd = triple('image_std', IMAGE_STD);
+  const imageMean = triple('image_mean', false);
+  const imageStd = triple('image_std', true);
   if (pre.resample !== undefined && pre.resample !== BICUBIC)
     throw new ModelDirError(
       `${preFile}: resample=${JSON.stringify(pre.resample)}: this encoder resizes with bicubic (3)`,
@@ -183,14 +227,7 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
   if (minPixels > maxPixels)
     throw new ModelDirError(`${preFile}: min_pixels=${minPixels} exceeds max_pixels=${maxPixels}`);
 
-  // The merged output's width: Qwen2.5-VL names it out_hidden_size; Qwen2-VL's merger
-  // projects to vision_config.hidden_size (the language model's width).
-  const widthKey = modelType === 'qwen2_5_vl' ? 'out_hidden_size' : 'hidden_size';
-  const width = v[widthKey];
-  if (!isInt(width))
-    throw new ModelDirError(
-      `${cfgFile}: vision_config.${widthKey} is missing (the embedding width)`,
-    );
+  const width = fam.width(v, cfgFile);
 
   const visionPath = join(dir, MODEL_DIR_FILES.vision);
   if (!existsSync(visionPath))
@@ -205,10 +242,27 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
     width,
     minPixels,
     maxPixels,
-    patchSize,
-    mergeSize,
-    temporalPatchSize,
-    imageMean,
-    imageStd,
+    geometry: Object.freeze({ patchSize, mergeSize, temporalPatchSize, imageMean, imageStd }),
   };
+}
+
+/** Model directories read so far, by path as configured (a process names one or a few). */
+const read = new Map<string, ModelDir>();
+
+/**
+ * The vision geometry this process preprocesses for: its model directory's (read once per
+ * process, then remembered), or the default model's when it has none.
+ */
+export function visionGeometryOf(
+  encoder: { modelDir?: string | undefined },
+  cwd: string,
+): VisionGeometry {
+  const configured = encoder.modelDir;
+  if (!configured) return DEFAULT_GEOMETRY;
+  let dir = read.get(configured);
+  if (!dir) {
+    dir = readModelDir(configured, cwd);
+    read.set(configured, dir);
+  }
+  return dir.geometry;
 }

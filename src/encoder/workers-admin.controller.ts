@@ -9,8 +9,6 @@ import { EncodeAdmission } from './pipeline/encode-admission.service';
 import { encoderStats, type EncoderStats } from './worker-reports.service';
 import { EncodeScheduler } from './scheduler/encode-scheduler.service';
 import type { ServedModel } from './backend/model-marker';
-import { MERGE, PATCH_SIZE, TEMPORAL_PATCH } from './pipeline/model-contract';
-import { IMAGE_MEAN, IMAGE_STD } from './preprocess/patchify';
 
 interface Preprocessing {
   patch_size: number;
@@ -89,16 +87,17 @@ export class WorkersAdminController {
   @Get('encoder')
   encoderStats(): EncoderStats & { models: readonly ServedModel[]; preprocessing: Preprocessing } {
     const e = this.config.encoder;
+    const g = this.preprocessor.geometry;
     return {
       ...encoderStats(this.scheduler, this.admission),
       models: this.backend.models,
       // The effective values, and where they came from.
       preprocessing: {
-        patch_size: PATCH_SIZE,
-        merge_size: MERGE,
-        temporal_patch_size: TEMPORAL_PATCH,
-        image_mean: [...IMAGE_MEAN],
-        image_std: [...IMAGE_STD],
+        patch_size: g.patchSize,
+        merge_size: g.mergeSize,
+        temporal_patch_size: g.temporalPatchSize,
+        image_mean: [...g.imageMean],
+        image_std: [...g.imageStd],
         min_pixels: e.minPixels,
         max_pixels: e.maxPixels,
         model_dir: e.modelDir ?? null,

@@ -3,6 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import { tokensForGrid } from '../common/vision-geometry';
+import { projectRoot } from '../common/fs/project-root';
+import { visionGeometryOf } from '../config/model-dir';
 import { EncodeGateway } from '../encoder/encode-gateway';
 import type { EncodeRequest } from '../encoder/encode-request.schema';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
@@ -37,6 +39,8 @@ export interface EncodedParts {
 @Injectable()
 export class VllmEncodeService {
   private readonly logger = new Logger('VllmEncode');
+  /** Patches merged per side into one token: the model's (its directory's, or the default's). */
+  private readonly mergeSize: number;
 
   constructor(
     private readonly config: AppConfig,
@@ -45,7 +49,9 @@ export class VllmEncodeService {
     private readonly lifecycle: RequestLifecycle,
     private readonly keys: EcKeys,
     private readonly store: EcStore,
-  ) {}
+  ) {
+    this.mergeSize = visionGeometryOf(config.encoder, projectRoot()).mergeSize;
+  }
 
   get enabled(): boolean {
     return this.store.enabled;
@@ -99,7 +105,7 @@ export class VllmEncodeService {
       if (!embedding) throw Errors.internal(reqId);
       const grid = embedding.grid[0] ?? [];
       // A file whose row count disagrees with its grid kills the consumer mid-forward: never written.
-      if (part.modality !== 'audio' && gridRows(grid) !== embedding.tokens) {
+      if (part.modality !== 'audio' && gridRows(grid, this.mergeSize) !== embedding.tokens) {
         this.logger.error(
           { key: part.key, grid, rows: embedding.tokens },
           'embedding rows disagree with the grid: not written (a vLLM consumer would fail mid-forward on it)',
@@ -126,8 +132,8 @@ export class VllmEncodeService {
   }
 }
 
-/** Rows of one image or video: the tokens its grid reserves. */
-function gridRows(grid: readonly number[]): number {
+/** Rows of one image or video: the tokens its grid reserves (one per merge² patches). */
+function gridRows(grid: readonly number[], mergeSize: number): number {
   const [t = 0, h = 0, w = 0] = grid;
-  return tokensForGrid(t, h, w);
+  return tokensForGrid(t, h, w, mergeSize);
 }

@@ -4,9 +4,15 @@ at huggingface/transformers commit cb0fc56f (numpy + Pillow, no transformers ins
 BICUBIC resize, rescale 1/255, normalise with the CLIP mean/std, then the patch layout
 (temporal duplication, 2x2 merge order, channel-major 1176-wide rows).
 
-usage: qwen2vl_reference.py OURS.npy MIN_PIXELS MAX_PIXELS IMAGE...
-Compares the reference patches with OURS.npy (float32 [rows, 1176]) and prints one JSON
-line: grid per image, and max / mean / 99.9th-percentile |diff|.
+usage: qwen2vl_reference.py [--config preprocessor_config.json] OURS.npy MIN_PIXELS MAX_PIXELS IMAGE...
+Compares the reference patches with OURS.npy (float32 [rows, patch dim]) and prints one
+JSON line: grid per image, and max / mean / 99.9th-percentile |diff|.
+
+--config: a checkpoint's preprocessor_config.json, read as the processor's constructor
+reads it (patch_size, merge_size, temporal_patch_size, image_mean, image_std): Qwen3-VL's
+checkpoints configure this same processor with 16-pixel patches and mean/std 0.5 (the
+smart_resize factor is patch_size * merge_size, as in the processor). Without it:
+Qwen2-VL's values.
 
 Deliberate differences, documented in docs/encoding.md: an image with a side under 28 px is
 refused by the reference and upsized by us (those cases are not compared), and 16-bit
@@ -22,12 +28,24 @@ from PIL import Image, ImageOps
 PATCH = 14
 MERGE = 2
 TEMPORAL = 2
-FACTOR = PATCH * MERGE
 MEAN = np.array([0.48145466, 0.4578275, 0.40821073])
 STD = np.array([0.26862954, 0.26130258, 0.27577711])
 
 
-def smart_resize(height, width, min_pixels, max_pixels, factor=FACTOR):
+def configure(path):
+    """The processor's values from a preprocessor_config.json (those it states)."""
+    global PATCH, MERGE, TEMPORAL, MEAN, STD
+    with open(path) as f:
+        cfg = json.load(f)
+    PATCH = cfg.get("patch_size", PATCH)
+    MERGE = cfg.get("merge_size", MERGE)
+    TEMPORAL = cfg.get("temporal_patch_size", TEMPORAL)
+    MEAN = np.array(cfg.get("image_mean", MEAN))
+    STD = np.array(cfg.get("image_std", STD))
+
+
+def smart_resize(height, width, min_pixels, max_pixels, factor=None):
+    factor = factor or PATCH * MERGE
     if height < factor or width < factor:
         raise ValueError(f"height:{height} or width:{width} must be larger than factor:{factor}")
     if max(height, width) / min(height, width) > 200:
@@ -84,10 +102,14 @@ def preprocess(path, min_pixels, max_pixels):
 
 
 def main():
-    ours = np.load(sys.argv[1])
-    min_pixels, max_pixels = int(sys.argv[2]), int(sys.argv[3])
+    args = sys.argv[1:]
+    if args[0] == "--config":
+        configure(args[1])
+        args = args[2:]
+    ours = np.load(args[0])
+    min_pixels, max_pixels = int(args[1]), int(args[2])
     refs, grids = [], []
-    for path in sys.argv[4:]:
+    for path in args[3:]:
         p, g = preprocess(path, min_pixels, max_pixels)
         refs.append(p)
         grids.append(g)

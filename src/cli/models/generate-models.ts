@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { referenceModelPaths } from '../../encoder/backend/model-paths';
-import { buildAudioModel, buildVisionModel } from './reference-models';
+import { QWEN3_VL_GEOMETRY } from '../../common/vision-geometry';
+import { buildAudioModel, buildDeepStackVisionModel, buildVisionModel } from './reference-models';
 
 export interface GeneratedModel {
   path: string;
@@ -51,12 +52,16 @@ export function writeVisionModel(dir: string, dim: number): string {
 /**
  * The reference model directory of each family (EPD_MODEL_DIR's layout): a tower with the
  * family's contract and the checkpoint's width, generated from the fixed seed, beside the
- * preprocessing and config values of the published checkpoint (Qwen/Qwen2-VL-2B-Instruct:
- * min/max pixels, patch 14, merge 2, temporal patch 2, CLIP mean/std, merger width 1536).
+ * preprocessing and config values of the published checkpoint:
+ * - Qwen/Qwen2-VL-2B-Instruct: min/max pixels, patch 14, merge 2, temporal patch 2, CLIP
+ *   mean/std, merger width 1536;
+ * - Qwen/Qwen3-VL-4B-Instruct: size 65,536–16,777,216 pixels, patch 16, merge 2, temporal
+ *   patch 2, mean/std 0.5, out_hidden_size 2560 with DeepStack layers [5, 11, 17], so rows
+ *   2560 × 4 = 10,240 wide.
  */
 export const REFERENCE_MODEL_DIRS = {
   'qwen2-vl-2b-reference': {
-    width: 1536,
+    build: () => buildVisionModel(1536),
     preprocessor: {
       min_pixels: 3136,
       max_pixels: 12845056,
@@ -86,6 +91,43 @@ export const REFERENCE_MODEL_DIRS = {
       },
     },
   },
+  'qwen3-vl-4b-reference': {
+    build: () => buildDeepStackVisionModel(QWEN3_VL_GEOMETRY, 2560, 3),
+    preprocessor: {
+      size: { longest_edge: 16777216, shortest_edge: 65536 },
+      patch_size: 16,
+      temporal_patch_size: 2,
+      merge_size: 2,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+      processor_class: 'Qwen3VLProcessor',
+      image_processor_type: 'Qwen2VLImageProcessorFast',
+    },
+    config: {
+      architectures: ['Qwen3VLForConditionalGeneration'],
+      model_type: 'qwen3_vl',
+      image_token_id: 151655,
+      video_token_id: 151656,
+      vision_start_token_id: 151652,
+      vision_end_token_id: 151653,
+      text_config: { model_type: 'qwen3_vl_text', hidden_size: 2560 },
+      vision_config: {
+        model_type: 'qwen3_vl',
+        deepstack_visual_indexes: [5, 11, 17],
+        depth: 24,
+        hidden_act: 'gelu_pytorch_tanh',
+        hidden_size: 1024,
+        in_channels: 3,
+        intermediate_size: 4096,
+        num_heads: 16,
+        num_position_embeddings: 2304,
+        out_hidden_size: 2560,
+        patch_size: 16,
+        spatial_merge_size: 2,
+        temporal_patch_size: 2,
+      },
+    },
+  },
 } as const;
 
 export function ensureReferenceModelDirs(options: { force?: boolean } = {}): GeneratedModel[] {
@@ -93,7 +135,7 @@ export function ensureReferenceModelDirs(options: { force?: boolean } = {}): Gen
   const out: GeneratedModel[] = [];
   for (const [name, spec] of Object.entries(REFERENCE_MODEL_DIRS)) {
     const dir = join(root, name);
-    out.push(write(join(dir, 'vision-encoder.onnx'), () => buildVisionModel(spec.width), options.force ?? false));
+    out.push(write(join(dir, 'vision-encoder.onnx'), spec.build, options.force ?? false));
     for (const [file, value] of [
       ['preprocessor_config.json', spec.preprocessor],
       ['config.json', spec.config],

@@ -5,9 +5,12 @@ import {
   AUDIO_MEL_FRAMES,
   AUDIO_TOKENS_PER_WINDOW,
   DEFAULT_N_MELS,
-  MERGE,
-  PATCH_DIM,
 } from '../../encoder/pipeline/model-contract';
+import {
+  DEFAULT_GEOMETRY,
+  patchDim,
+  type VisionGeometry,
+} from '../../common/vision-geometry';
 
 export const REFERENCE_SEED = 20240611;
 const HIDDEN = 128;
@@ -100,7 +103,9 @@ function model(graph: onnx.IGraphProto, kind: string, dim: number): Uint8Array {
  */
 export function buildVisionModel(dim = 1024, seed = REFERENCE_SEED): Uint8Array {
   const rand = prng(seed);
-  const merged = HIDDEN * MERGE * MERGE;
+  const PATCH_DIM = patchDim(DEFAULT_GEOMETRY);
+  const merge = DEFAULT_GEOMETRY.mergeSize;
+  const merged = HIDDEN * merge * merge;
   const F = onnx.TensorProto.DataType.FLOAT;
   return model(
     {
@@ -133,6 +138,70 @@ export function buildVisionModel(dim = 1024, seed = REFERENCE_SEED): Uint8Array 
     },
     'vision',
     dim,
+  );
+}
+
+/** Width of the reference DeepStack tower's shared layer (kept small: the outputs are wide). */
+const DEEPSTACK_HIDDEN = 256;
+
+/**
+ * Vision tower with Qwen3-VL's slot: pixel_values [num_patches, patchDim(geometry)] (+
+ * grid_thw) → embeddings [num_patches / merge², out × (1 + deepstack)]: patch projection,
+ * merge, one shared layer, then the merged output and `deepstack` more projections of
+ * width `out` concatenated on the last dimension, as Qwen3-VL's tower hands its DeepStack
+ * features on beside the main ones.
+ */
+export function buildDeepStackVisionModel(
+  geometry: VisionGeometry,
+  out: number,
+  deepstack: number,
+  seed = REFERENCE_SEED + 2,
+): Uint8Array {
+  const rand = prng(seed);
+  const dimIn = patchDim(geometry);
+  const merged = HIDDEN * geometry.mergeSize * geometry.mergeSize;
+  const F = onnx.TensorProto.DataType.FLOAT;
+  const width = out * (1 + deepstack);
+  const heads = Array.from({ length: 1 + deepstack }, (_, i) => i);
+  return model(
+    {
+      name: 'epd-reference-vision-deepstack',
+      input: [
+        valueInfo('pixel_values', F, ['num_patches', dimIn]),
+        valueInfo('grid_thw', onnx.TensorProto.DataType.INT64, ['num_images', 3]),
+      ],
+      output: [valueInfo('embeddings', F, ['num_tokens', width])],
+      initializer: [
+        floatTensor('patch_w', [dimIn, HIDDEN], weights(rand, dimIn, HIDDEN)),
+        floatTensor('patch_b', [HIDDEN], weights(rand, HIDDEN, 1)),
+        int64Tensor('merge_shape', [-1, merged]),
+        floatTensor('shared_w', [merged, DEEPSTACK_HIDDEN], weights(rand, merged, DEEPSTACK_HIDDEN)),
+        floatTensor('shared_b', [DEEPSTACK_HIDDEN], weights(rand, DEEPSTACK_HIDDEN, 1)),
+        ...heads.map((i) =>
+          floatTensor(`head${i}_w`, [DEEPSTACK_HIDDEN, out], weights(rand, DEEPSTACK_HIDDEN, out)),
+        ),
+      ],
+      node: [
+        node('MatMul', ['pixel_values', 'patch_w'], ['patch_mm']),
+        node('Add', ['patch_mm', 'patch_b'], ['patch_pre']),
+        node('Tanh', ['patch_pre'], ['patch']),
+        node('Reshape', ['patch', 'merge_shape'], ['merged']),
+        node('MatMul', ['merged', 'shared_w'], ['shared_mm']),
+        node('Add', ['shared_mm', 'shared_b'], ['shared_pre']),
+        node('Relu', ['shared_pre'], ['shared']),
+        ...heads.map((i) => node('MatMul', ['shared', `head${i}_w`], [`head${i}`])),
+        {
+          ...node(
+            'Concat',
+            heads.map((i) => `head${i}`),
+            ['embeddings'],
+          ),
+          attribute: [{ name: 'axis', type: onnx.AttributeProto.AttributeType.INT, i: -1 }],
+        },
+      ],
+    },
+    'vision',
+    width,
   );
 }
 

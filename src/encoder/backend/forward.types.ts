@@ -72,6 +72,8 @@ export interface InferenceWorkerData {
   /** Absent: no audio model (EPD_AUDIO_MODEL_PATH=none, or a model directory without one). */
   audioPath?: string;
   intraOpThreads: number;
+  /** Values per packed patch row the vision tower takes (patchDim of the model's geometry). */
+  patchDim: number;
   /** The vision width a model directory's config.json declares, and that file. */
   expectedVisionDim?: { width: number; from: string };
   /** ONNX Runtime's execution providers, in order (EPD_ORT_EXECUTION_PROVIDERS). */

@@ -19,7 +19,7 @@ import type {
   ModelInfo,
   StagingDtype,
 } from './forward.types';
-import { AUDIO_MEL_FRAMES, DEFAULT_N_MELS, PATCH_DIM } from '../pipeline/model-contract';
+import { AUDIO_MEL_FRAMES, DEFAULT_N_MELS } from '../pipeline/model-contract';
 import { announceLoaded } from '../workers/close-pool';
 
 // Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
@@ -72,12 +72,18 @@ function load() {
       open(data.visionPath),
       audioPath ? open(audioPath) : undefined,
     ]);
-    checkModelContract('vision', data.visionPath, vision.inputMetadata, vision.outputMetadata);
+    checkModelContract(
+      'vision',
+      data.visionPath,
+      vision.inputMetadata,
+      vision.outputMetadata,
+      data.patchDim,
+    );
     if (audio && audioPath)
-      checkModelContract('audio', audioPath, audio.inputMetadata, audio.outputMetadata);
+      checkModelContract('audio', audioPath, audio.inputMetadata, audio.outputMetadata, 0);
     const visionDim = await outputDim(
       vision,
-      modelInputs(vision, 'vision', new Float32Array(4 * PATCH_DIM), [[1, 2, 2]]),
+      modelInputs(vision, 'vision', new Float32Array(4 * data.patchDim), [[1, 2, 2]]),
     );
     const expected = data.expectedVisionDim;
     if (expected && visionDim !== expected.width)

@@ -16,10 +16,21 @@ describe('checkModelContract', () => {
         'v.onnx',
         [t('pixel_values', 'float32', ['n', 1176]), t('grid_thw', 'int64', ['i', 3])],
         [t('embeds', 'float32', ['t', 1024])],
+        1176,
+      ),
+    ).not.toThrow();
+    // Qwen3-VL's 16-pixel patches: 3 × 2 × 16 × 16 values a row.
+    expect(() =>
+      checkModelContract(
+        'vision',
+        'v.onnx',
+        [t('pixel_values', 'float32', ['n', 1536])],
+        [t('embeds', 'float32', ['t', 8192])],
+        1536,
       ),
     ).not.toThrow();
     expect(() =>
-      checkModelContract('audio', 'a.onnx', [t('x', 'float32', [])], [t('y', 'float32', [])]),
+      checkModelContract('audio', 'a.onnx', [t('x', 'float32', [])], [t('y', 'float32', [])], 0),
     ).not.toThrow();
   });
 
@@ -30,6 +41,7 @@ describe('checkModelContract', () => {
         'models/audio-encoder.onnx',
         [t('input_features', 'float32', ['n', 640])],
         [t('embeds', 'float16', ['t', 512])],
+        1176,
       ),
     ).toThrow(
       `${CONTRACT_ERROR_PREFIX}: vision model models/audio-encoder.onnx (EPD_MODEL_PATH): ` +
@@ -43,12 +55,23 @@ describe('checkModelContract', () => {
         'a.onnx',
         [t('x', 'float32', ['w', 128, 640]), t('y', 'int64', [1])],
         [t('o', 'float32', ['t', 'd'])],
+        0,
       ),
     ).toThrow(
       '(EPD_AUDIO_MODEL_PATH): input 0 x has 640 on axis 2, expected 3000; output 0 o has rank 2, expected 3; it has 2 inputs, expected at most 1',
     );
-    expect(() => checkModelContract('vision', 'v', [], [])).toThrow(
+    expect(() => checkModelContract('vision', 'v', [], [], 1176)).toThrow(
       'input 0 is missing; output 0 is missing',
     );
+    // A Qwen2-VL tower where the model directory says 16-pixel patches.
+    expect(() =>
+      checkModelContract(
+        'vision',
+        'v',
+        [t('pixel_values', 'float32', ['n', 1176])],
+        [t('e', 'float32', ['t', 'd'])],
+        1536,
+      ),
+    ).toThrow('input 0 pixel_values has 1176 on axis 1, expected 1536');
   });
 });

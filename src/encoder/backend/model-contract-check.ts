@@ -2,7 +2,6 @@ import type { InferenceSession } from 'onnxruntime-node';
 import {
   AUDIO_MEL_FRAMES,
   AUDIO_TOKENS_PER_WINDOW,
-  PATCH_DIM,
   type ModelKind,
 } from '../pipeline/model-contract';
 
@@ -18,8 +17,9 @@ const describe = (m: InferenceSession.ValueMetadata) =>
  * Checks a model's declared inputs and outputs against the contract (docs/contract.md §4), so a
  * wrong file in EPD_MODEL_PATH is refused at start-up with what was expected and what the
  * file declares, instead of failing (or worse, answering garbage) on the first request:
- * - vision: input 0 float32 `[patches, 1176]`, an optional input 1 int64 `[images, 3]`
- *   (grid_thw), output 0 float32 `[tokens, dim]`;
+ * - vision: input 0 float32 `[patches, patchDim]` (1176 for 14-pixel patches, 1536 for
+ *   16: the model's geometry), an optional input 1 int64 `[images, 3]` (grid_thw), output 0
+ *   float32 `[tokens, dim]`;
  * - audio: input 0 float32 `[windows, n_mels, 3000]` (Whisper log-mel), output 0 float32
  *   `[windows, 750, dim]`.
  * Symbolic dimensions pass; a fixed one must be the contract's.
@@ -29,6 +29,7 @@ export function checkModelContract(
   path: string,
   inputs: Metadata,
   outputs: Metadata,
+  patchDim: number,
 ): void {
   const problems: string[] = [];
   const tensor = (
@@ -51,7 +52,7 @@ export function checkModelContract(
     }
   };
   if (kind === 'vision') {
-    tensor(inputs[0], 'input 0', 'float32', 2, { 1: PATCH_DIM });
+    tensor(inputs[0], 'input 0', 'float32', 2, { 1: patchDim });
     if (inputs[1]) tensor(inputs[1], 'input 1 (grid_thw)', 'int64', 2, { 1: 3 });
     tensor(outputs[0], 'output 0', 'float32', 2);
   } else {
@@ -64,7 +65,7 @@ export function checkModelContract(
   const variable = kind === 'vision' ? 'EPD_MODEL_PATH' : 'EPD_AUDIO_MODEL_PATH';
   const expected =
     kind === 'vision'
-      ? `float32 [patches, ${PATCH_DIM}] (+ optional int64 grid_thw [images, 3]) → float32 [tokens, dim]`
+      ? `float32 [patches, ${patchDim}] (+ optional int64 grid_thw [images, 3]) → float32 [tokens, dim]`
       : `float32 [windows, n_mels, ${AUDIO_MEL_FRAMES}] → float32 [windows, ${AUDIO_TOKENS_PER_WINDOW}, dim]`;
   throw new Error(
     `${CONTRACT_ERROR_PREFIX}: ${kind} model ${path} (${variable}): ${problems.join('; ')}. ` +

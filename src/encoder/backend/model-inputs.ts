@@ -1,10 +1,11 @@
 import { Tensor, type InferenceSession } from 'onnxruntime-node';
-import { AUDIO_MEL_FRAMES, PATCH_DIM, type ModelKind } from '../pipeline/model-contract';
+import { AUDIO_MEL_FRAMES, type ModelKind } from '../pipeline/model-contract';
 
 /**
  * The feeds of one forward, by the model contract (docs/contract.md §4):
- * - vision: `pixel_values` float32 [patches, 1176] and, for a model that declares a second
- *   input, `grid_thw` int64 [images, 3];
+ * - vision: `pixel_values` float32 [patches, patch dim] (the patches are the grids' t·h·w;
+ *   the patch dim, 1176 or 1536, follows) and, for a model that declares a second input,
+ *   `grid_thw` int64 [images, 3];
  * - audio: `input_features` float32 [windows, nMels, 3000] (Whisper log-mel windows).
  * The one place the service, the embed CLI and the benchmarks build them.
  */
@@ -15,10 +16,15 @@ export function modelInputs(
   grids: readonly (readonly [number, number, number])[] = [],
   nMels = 0,
 ): Record<string, Tensor> {
-  const dims =
-    kind === 'vision'
-      ? [rows.length / PATCH_DIM, PATCH_DIM]
-      : [rows.length / (nMels * AUDIO_MEL_FRAMES), nMels, AUDIO_MEL_FRAMES];
+  let dims: number[];
+  if (kind === 'vision') {
+    const patches = grids.reduce((n, [t, h, w]) => n + t * h * w, 0);
+    if (patches === 0 || rows.length % patches !== 0)
+      throw new RangeError(`${rows.length} values do not split into the grids' ${patches} patches`);
+    dims = [patches, rows.length / patches];
+  } else {
+    dims = [rows.length / (nMels * AUDIO_MEL_FRAMES), nMels, AUDIO_MEL_FRAMES];
+  }
   const feeds: Record<string, Tensor> = {
     [session.inputNames[0]!]: new Tensor('float32', rows, dims),
   };

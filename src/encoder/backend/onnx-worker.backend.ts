@@ -17,7 +17,8 @@ import { projectRoot } from '../../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
 import { servedModel, StartRefusedError, type ServedModel } from './model-marker';
 import { checkExecutionProviders } from './execution-providers';
-import { NO_AUDIO_MODEL, readModelDir } from '../../config/model-dir';
+import { NO_AUDIO_MODEL, readModelDir, visionGeometryOf } from '../../config/model-dir';
+import { patchDim } from '../../common/vision-geometry';
 import { discard, handOn, isParcel } from '../workers/parcel';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { type SlabSlot, StagingSlab } from './staging-slab';
@@ -91,6 +92,7 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
             ),
           }),
       intraOpThreads: config.encoder.intraOpThreads,
+      patchDim: patchDim(visionGeometryOf(config.encoder, projectRoot())),
       executionProviders: checkExecutionProviders(config.encoder.ortExecutionProviders),
     };
     // A model directory (EPD_MODEL_DIR) names the model and its family, and declares the

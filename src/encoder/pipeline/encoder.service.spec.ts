@@ -19,7 +19,7 @@ import type { MediaPlan, PreprocessResult } from '../preprocess/preprocess.types
 import { Preprocessor } from '../preprocess/preprocessor.service';
 import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import { parseEncodeRequest } from '../encode-request.schema';
-import { PATCH_DIM } from './model-contract';
+import { DEFAULT_GEOMETRY, patchDim } from '../../common/vision-geometry';
 import { EncodeAdmission } from './encode-admission.service';
 import { EncodeStages } from './encode-stages.service';
 import { EncoderMetrics } from './encoder.metrics';
@@ -89,7 +89,7 @@ const plan: MediaPlan = {
 const preprocessed = (): PreprocessResult => ({
   ok: true,
   kind: 'vision',
-  data: new Float32Array(16 * PATCH_DIM),
+  data: new Float32Array(16 * patchDim(DEFAULT_GEOMETRY)),
   rows: 16,
   grids: [[1, 4, 4]],
   featureLens: [],

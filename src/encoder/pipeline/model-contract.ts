@@ -1,15 +1,10 @@
 /**
- * The encoder model contract (docs/contract.md §4): Qwen2-VL's packed-patch layout for vision,
- * Whisper log-mel windows for audio (Qwen2-Audio's tower). Preprocessing produces these
- * shapes, the inference worker feeds them, and any model in EPD_MODEL_PATH /
- * EPD_AUDIO_MODEL_PATH must accept them (checked at start-up).
+ * The encoder model contract (docs/contract.md §4): the Qwen-VL packed-patch layout for
+ * vision (rows of patchDim(geometry) values, in merge order; the geometry is the model's:
+ * common/vision-geometry.ts), Whisper log-mel windows for audio (Qwen2-Audio's tower).
+ * Preprocessing produces these shapes, the inference worker feeds them, and any model in
+ * EPD_MODEL_PATH / EPD_AUDIO_MODEL_PATH / EPD_MODEL_DIR must accept them (checked at start-up).
  */
-import { MERGE, PATCH_SIZE, TEMPORAL_PATCH } from '../../common/vision-geometry';
-
-export { MERGE, PATCH_SIZE, TEMPORAL_PATCH };
-export const CHANNELS = 3;
-/** One packed patch row: channels × temporal patch × 14 × 14 = 1176 values. */
-export const PATCH_DIM = CHANNELS * TEMPORAL_PATCH * PATCH_SIZE * PATCH_SIZE;
 /**
  * Audio: 16 kHz mono in 30 s windows, each `input_features` float32 [n_mels, 3000]
  * (n_mels from the model: 128 for Qwen2-Audio). The tower emits 750 rows per window, of

@@ -6,11 +6,13 @@ import { audioTokens } from './audio';
 import preprocess, { plan } from './preprocess.worker';
 import type { MediaPlan, PreprocessTask } from './preprocess.types';
 import { checkItemCount, checkPlan } from './request-caps';
+import { DEFAULT_GEOMETRY } from '../../common/vision-geometry';
 
 const task = (modality: PreprocessTask['modality'], items: Uint8Array[]): PreprocessTask => ({
   modality,
   items,
   nMels: 128,
+  geometry: DEFAULT_GEOMETRY,
   minPixels: 3136,
   maxPixels: 1003520,
   maxVideoFrames: 8,

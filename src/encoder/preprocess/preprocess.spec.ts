@@ -1,11 +1,17 @@
-import { PATCH_DIM } from '../pipeline/model-contract';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { audioInfo, decodeAudio } from '../../media/audio/decode';
 import { decodeWav, encodeWav } from '../../media/audio/wav';
 import { audioFeatures, audioTokens, resample } from './audio';
-import { IMAGE_MEAN, IMAGE_STD, patchify } from './patchify';
-import { roundHalfEven, smartResize, tokensForGrid } from './smart-resize';
+import {
+  QWEN2_VL_GEOMETRY,
+  QWEN3_VL_GEOMETRY,
+  patchDim,
+  tokensForGrid,
+  type VisionGeometry,
+} from '../../common/vision-geometry';
+import { patchify } from './patchify';
+import { roundHalfEven, smartResize } from './smart-resize';
 
 const MIN = 56 * 56;
 const MAX_DEFAULT = 14 * 14 * 4 * 1280; // transformers' smart_resize default
@@ -29,14 +35,31 @@ describe('smartResize (Qwen2-VL values)', () => {
     [4000, 4000, MAX_DEFAULT, [980, 980]],
     [3000, 40, MAX_DEFAULT, [2996, 28]],
   ])('%ix%i (max %i) → %j', (h, w, max, expected) => {
-    expect(smartResize(h, w, MIN, max)).toEqual(expected);
+    expect(smartResize(h, w, MIN, max, 28)).toEqual(expected);
+  });
+
+  // Qwen3-VL: factor 32 (16-pixel patches, 2×2 merge), and its checkpoint's bounds
+  // (size.shortest_edge 65,536, size.longest_edge 16,777,216); computed with the same
+  // smart_resize in Python (test/interop/qwen2vl_reference.py, factor=32).
+  it.each([
+    [768, 1024, 65536, 16777216, [768, 1024]],
+    [1080, 1920, 65536, 16777216, [1088, 1920]],
+    [224, 224, 65536, 16777216, [256, 256]],
+    [300, 200, 65536, 16777216, [320, 224]],
+    [4032, 3024, 65536, 16777216, [4032, 3008]],
+    [5000, 5000, 65536, 16777216, [4096, 4096]],
+    [48, 80, 65536, 16777216, [224, 352]],
+    [1080, 1920, 3136, 1003520, [736, 1312]],
+    [80, 80, 3136, 1003520, [64, 64]], // round(2.5) == 2
+  ])('factor 32: %ix%i (min %i, max %i) → %j', (h, w, min, max, expected) => {
+    expect(smartResize(h, w, min, max, 32)).toEqual(expected);
   });
 
   it('keeps every side a multiple of 28 and total pixels within bounds', () => {
     for (let i = 0; i < 500; i++) {
       const h = 1 + Math.floor(Math.random() * 4000);
       const w = Math.max(1, Math.min(4000, Math.floor(h * (0.05 + Math.random() * 20))));
-      const [rh, rw] = smartResize(h, w, MIN, MAX_DEFAULT);
+      const [rh, rw] = smartResize(h, w, MIN, MAX_DEFAULT, 28);
       expect(rh % 28).toBe(0);
       expect(rw % 28).toBe(0);
       expect(rh * rw).toBeLessThanOrEqual(MAX_DEFAULT);
@@ -45,7 +68,7 @@ describe('smartResize (Qwen2-VL values)', () => {
   });
 
   it('rejects aspect ratios over 200 like transformers', () => {
-    expect(() => smartResize(10, 2100, MIN, MAX_DEFAULT)).toThrow(
+    expect(() => smartResize(10, 2100, MIN, MAX_DEFAULT, 28)).toThrow(
       /absolute aspect ratio must be smaller than 200, got 210/,
     );
   });
@@ -57,12 +80,17 @@ describe('smartResize (Qwen2-VL values)', () => {
   });
 
   it('counts one token per 2×2 merge', () => {
-    expect(tokensForGrid(1, 54, 74)).toBe(999);
-    expect(tokensForGrid(2, 4, 4)).toBe(8);
+    expect(tokensForGrid(1, 54, 74, 2)).toBe(999);
+    expect(tokensForGrid(2, 4, 4, 2)).toBe(8);
   });
 });
 
-describe('patchify', () => {
+describe.each([
+  ['Qwen2-VL (14-pixel patches, CLIP mean/std)', QWEN2_VL_GEOMETRY],
+  ['Qwen3-VL (16-pixel patches, mean/std 0.5)', QWEN3_VL_GEOMETRY],
+] as [string, VisionGeometry][])('patchify, %s', (_name, g) => {
+  const P = g.patchSize;
+  const DIM = patchDim(g);
   /** A frame whose pixel value encodes its coordinates, to check where each lands. */
   function frame(h: number, w: number, f = 0): Uint8Array {
     const px = new Uint8Array(h * w * 3);
@@ -72,16 +100,18 @@ describe('patchify', () => {
           px[(y * w + x) * 3 + c] = (y * 7 + x * 3 + c * 50 + f * 100) % 256;
     return px;
   }
-  const raw = (v: number, c: number) => Math.round((v * IMAGE_STD[c]! + IMAGE_MEAN[c]!) * 255) + 0;
+  const raw = (v: number, c: number) =>
+    Math.round((v * g.imageStd[c]! + g.imageMean[c]!) * 255) + 0;
 
-  it('emits rows in 2×2-merge order with (c, t, 14, 14) layout, matching the transformers transpose', () => {
-    const h = 56;
-    const w = 84;
+  it('emits rows in 2×2-merge order with (c, t, patch, patch) layout, matching the transformers transpose', () => {
+    const h = 4 * P;
+    const w = 6 * P;
     const px = frame(h, w);
-    const { data, grid } = patchify([px], h, w);
+    const { data, grid } = patchify([px], h, w, g);
     expect(grid).toEqual({ t: 1, h: 4, w: 6 });
-    expect(data.length).toBe(4 * 6 * PATCH_DIM);
-    // Reference: index math of reshape(gt,2,C,gh/2,2,14,gw/2,2,14).transpose(0,3,6,4,7,2,1,5,8)
+    expect(data.length).toBe(4 * 6 * DIM);
+    expect(DIM).toBe(3 * 2 * P * P);
+    // Reference: index math of reshape(gt,2,C,gh/2,2,P,gw/2,2,P).transpose(0,3,6,4,7,2,1,5,8)
     const gh = 4;
     const gw = 6;
     let checked = 0;
@@ -92,13 +122,13 @@ describe('patchify', () => {
       const hb = Math.floor(row / 4 / (gw / 2));
       for (const [c, tp, y, x] of [
         [0, 0, 0, 0],
-        [2, 1, 13, 13],
+        [2, 1, P - 1, P - 1],
         [1, 0, 5, 9],
         [1, 1, 7, 2],
       ] as const) {
-        const yy = (hb * 2 + mh) * 14 + y;
-        const xx = (wb * 2 + mw) * 14 + x;
-        const value = data[row * PATCH_DIM + ((c * 2 + tp) * 14 + y) * 14 + x]!;
+        const yy = (hb * 2 + mh) * P + y;
+        const xx = (wb * 2 + mw) * P + x;
+        const value = data[row * DIM + ((c * 2 + tp) * P + y) * P + x]!;
         expect(raw(value, c)).toBe(px[(yy * w + xx) * 3 + c]);
         checked++;
       }
@@ -107,12 +137,13 @@ describe('patchify', () => {
   });
 
   it('repeats the last frame for an odd frame count, and packs two frames per temporal patch', () => {
-    const a = frame(28, 28, 0);
-    const b = frame(28, 28, 1);
-    const c = frame(28, 28, 2);
-    const { data, grid } = patchify([a, b, c], 28, 28);
+    const side = 2 * P;
+    const a = frame(side, side, 0);
+    const b = frame(side, side, 1);
+    const c = frame(side, side, 2);
+    const { data, grid } = patchify([a, b, c], side, side, g);
     expect(grid).toEqual({ t: 2, h: 2, w: 2 });
-    const at = (row: number, tp: number) => raw(data[row * PATCH_DIM + (0 * 2 + tp) * 196]!, 0);
+    const at = (row: number, tp: number) => raw(data[row * DIM + (0 * 2 + tp) * P * P]!, 0);
     expect([at(0, 0), at(0, 1), at(4, 0), at(4, 1)]).toEqual([a[0], b[0], c[0], c[0]]);
   });
 });

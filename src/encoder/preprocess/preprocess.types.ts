@@ -2,11 +2,14 @@ import type { MessagePort } from 'node:worker_threads';
 import type { ForwardPart } from '../backend/forward.types';
 import type { ModelInput } from '../workers/parcel';
 import type { Modality } from '../../common/kernel';
+import type { VisionGeometry } from '../../common/vision-geometry';
 import type { ModelKind } from '../pipeline/model-contract';
 
 export interface PreprocessTask {
   modality: Modality;
   items: Uint8Array[];
+  /** Images and video: the model's patch geometry (its model directory's, or the default). */
+  geometry: VisionGeometry;
   minPixels: number;
   maxPixels: number;
   maxVideoFrames: number;
@@ -63,7 +66,7 @@ export type PlanResult = MediaPlan | PreprocessFailed;
 export interface PreprocessOk<D extends ModelInput = ModelInput> {
   ok: true;
   kind: ModelKind;
-  /** Packed model input: patches (1176 wide rows) or audio windows (n_mels × 3000 each). */
+  /** Packed model input: patches (patchDim-wide rows) or audio windows (n_mels × 3000 each). */
   data: D;
   rows: number;
   /** Vision only: (t, h, w) per image or video, in patches. */

@@ -1,9 +1,10 @@
 import sharp from 'sharp';
 import {
-  PATCH_DIM,
-  PATCH_SIZE as PATCH,
-  TEMPORAL_PATCH as TEMPORAL,
-} from '../pipeline/model-contract';
+  patchDim,
+  resizeFactor,
+  tokensForGrid,
+  type VisionGeometry,
+} from '../../common/vision-geometry';
 import { reclaimAfter } from '../workers/reclaim';
 import { moveOut } from '../workers/move-out';
 import { ship } from '../workers/parcel';
@@ -21,7 +22,7 @@ import type {
   PreprocessResult,
   PreprocessTask,
 } from './preprocess.types';
-import { SmartResizeError, smartResize, tokensForGrid } from './smart-resize';
+import { SmartResizeError, smartResize } from './smart-resize';
 import { announceLoaded } from '../workers/close-pool';
 
 /** The values themselves (an empty array once shipped in the task's parcel). */
@@ -116,7 +117,13 @@ async function rgbFrame(
 
 function resize(d: Decoded, task: PreprocessTask, index: number): [number, number] {
   try {
-    return smartResize(d.height, d.width, task.minPixels, task.maxPixels);
+    return smartResize(
+      d.height,
+      d.width,
+      task.minPixels,
+      task.maxPixels,
+      resizeFactor(task.geometry),
+    );
   } catch (err) {
     if (err instanceof SmartResizeError) throw new StageError('process', index, err.message);
     throw err;
@@ -129,8 +136,13 @@ function sampleIndices(total: number, max: number): number[] {
   return Array.from({ length: max }, (_, i) => Math.floor((i * total) / max));
 }
 
-const tokensOf = (frames: number, h: number, w: number) =>
-  tokensForGrid(Math.ceil(frames / TEMPORAL), h / PATCH, w / PATCH);
+const tokensOf = (g: VisionGeometry, frames: number, h: number, w: number) =>
+  tokensForGrid(
+    Math.ceil(frames / g.temporalPatchSize),
+    h / g.patchSize,
+    w / g.patchSize,
+    g.mergeSize,
+  );
 
 /**
  * Every image of the request patchified straight into one array, sized from the headers:
@@ -144,19 +156,20 @@ async function images(task: PreprocessTask): Promise<Produced> {
     for (const [i, buf] of task.items.entries())
       sizes.push(resize(await probe(buf, i, false), task, i));
   }
-  const values = sizes.reduce((n, [h, w]) => n + patchValues(1, h, w), 0);
+  const g = task.geometry;
+  const values = sizes.reduce((n, [h, w]) => n + patchValues(1, h, w, g), 0);
   const data = inputBuffer(values); // each image's rows are all written
   const grids: [number, number, number][] = [];
   let offset = 0;
   for (const [i, buf] of task.items.entries()) {
     const [h, w] = sizes[i]!;
     const frame = await rgbFrame(buf, i, 0, h, w, task.maxDecodedPixels);
-    const length = patchValues(1, h, w);
-    const { grid } = patchify([frame], h, w, data.subarray(offset, offset + length));
+    const length = patchValues(1, h, w, g);
+    const { grid } = patchify([frame], h, w, g, data.subarray(offset, offset + length));
     grids.push([grid.t, grid.h, grid.w]);
     offset += length;
   }
-  return packed(data, grids);
+  return packed(data, grids, g);
 }
 
 /**
@@ -190,8 +203,9 @@ async function video(task: PreprocessTask): Promise<Produced> {
   const rgb: Uint8Array[] = [];
   for (const f of frames)
     rgb.push(await rgbFrame(task.items[f.item]!, f.item, f.page, h, w, task.maxDecodedPixels));
-  const { data, grid } = patchify(rgb, h, w, inputBuffer(patchValues(rgb.length, h, w)));
-  return packed(data, [[grid.t, grid.h, grid.w]]);
+  const g = task.geometry;
+  const { data, grid } = patchify(rgb, h, w, g, inputBuffer(patchValues(rgb.length, h, w, g)));
+  return packed(data, [[grid.t, grid.h, grid.w]], g);
 }
 
 /** The cost of a request from its headers alone (see MediaPlan); decodes nothing. */
@@ -229,19 +243,19 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
       const d = await probe(buf, i, false);
       const [h, w] = resize(d, task, i);
       plan.itemSizes.push([h, w]);
-      plan.itemTokens.push(tokensOf(1, h, w));
+      plan.itemTokens.push(tokensOf(task.geometry, 1, h, w));
       plan.tokens += plan.itemTokens[i]!;
       plan.decodedPixels += d.width * d.height;
-      plan.inputBytes += patchValues(1, h, w) * float32;
+      plan.inputBytes += patchValues(1, h, w, task.geometry) * float32;
     }
   } else {
     const { h, w, frames, total } = await videoFrames(task);
-    plan.tokens = tokensOf(frames.length, h, w);
+    plan.tokens = tokensOf(task.geometry, frames.length, h, w);
     plan.itemTokens = [plan.tokens];
     plan.sourceFrames = total;
     plan.keptFrames = frames.length;
     plan.decodedPixels = frames.reduce((n, f) => n + f.pixels, 0);
-    plan.inputBytes = patchValues(frames.length, h, w) * float32;
+    plan.inputBytes = patchValues(frames.length, h, w, task.geometry) * float32;
   }
   return plan;
 }
@@ -268,9 +282,13 @@ function failure(err: unknown): PreprocessFailed {
   return { ok: false, stage: 'process', itemIndex: 0, message: (err as Error).message };
 }
 
-function packed(data: Float32Array, grids: [number, number, number][]): Produced {
-  const rows = data.length / PATCH_DIM;
-  const tokens = grids.reduce((n, [t, h, w]) => n + tokensForGrid(t, h, w), 0);
+function packed(
+  data: Float32Array,
+  grids: [number, number, number][],
+  g: VisionGeometry,
+): Produced {
+  const rows = data.length / patchDim(g);
+  const tokens = grids.reduce((n, [t, h, w]) => n + tokensForGrid(t, h, w, g.mergeSize), 0);
   return {
     ok: true,
     kind: 'vision',

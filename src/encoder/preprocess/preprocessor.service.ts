@@ -1,6 +1,9 @@
 import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import Piscina from 'piscina';
+import { projectRoot } from '../../common/fs/project-root';
+import type { VisionGeometry } from '../../common/vision-geometry';
 import { AppConfig } from '../../config/app-config';
+import { visionGeometryOf } from '../../config/model-dir';
 import type { Modality } from '../encode-request.schema';
 import { closePool, createPool, poolThreadIds, runTask } from '../workers/close-pool';
 import { hold, parcelChannel } from '../workers/parcel';
@@ -12,8 +15,11 @@ import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.
 @Injectable()
 export class Preprocessor implements OnModuleDestroy {
   private readonly pool: Piscina;
+  /** The model's patch geometry, sent with every task (EPD_MODEL_DIR's, or the default's). */
+  readonly geometry: VisionGeometry;
 
   constructor(private readonly config: AppConfig) {
+    this.geometry = visionGeometryOf(config.encoder, projectRoot());
     this.pool = createPool({
       filename: workerFile(__dirname, 'preprocess.worker'),
       minThreads: config.encoder.preprocessThreads,
@@ -77,7 +83,16 @@ export class Preprocessor implements OnModuleDestroy {
 
   private task(modality: Modality, items: Buffer[], nMels: number): PreprocessTask {
     const { minPixels, maxPixels, maxVideoFrames, maxDecodedPixels } = this.config.encoder;
-    return { modality, items, minPixels, maxPixels, maxVideoFrames, maxDecodedPixels, nMels };
+    return {
+      modality,
+      items,
+      geometry: this.geometry,
+      minPixels,
+      maxPixels,
+      maxVideoFrames,
+      maxDecodedPixels,
+      nMels,
+    };
   }
 
   async onModuleDestroy(): Promise<void> {

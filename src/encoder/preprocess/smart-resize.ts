@@ -1,6 +1,3 @@
-import { MERGE, PATCH_SIZE } from '../pipeline/model-contract';
-
-export const RESIZE_FACTOR = PATCH_SIZE * MERGE; // 28
 export const MAX_ASPECT_RATIO = 200;
 
 /** Python's round(): half to even. Qwen2-VL's smart_resize relies on it (70/28 = 2.5 → 2). */
@@ -15,16 +12,16 @@ export function roundHalfEven(x: number): number {
 export class SmartResizeError extends Error {}
 
 /**
- * Qwen2-VL's smart_resize (transformers' image_processing_qwen2_vl): each side rounded to
- * a multiple of 28, aspect ratio kept, total pixels clamped to [minPixels, maxPixels].
- * Returns [height, width].
+ * The Qwen-VL processors' smart_resize (transformers' image_processing_qwen2_vl): each side
+ * rounded to a multiple of `factor` (patch × merge: 28, or 32 for Qwen3-VL), aspect ratio
+ * kept, total pixels clamped to [minPixels, maxPixels]. Returns [height, width].
  */
 export function smartResize(
   height: number,
   width: number,
   minPixels: number,
   maxPixels: number,
-  factor = RESIZE_FACTOR,
+  factor: number,
 ): [number, number] {
   if (height <= 0 || width <= 0)
     throw new SmartResizeError(`invalid image size ${width}x${height}`);
@@ -47,5 +44,3 @@ export function smartResize(
   }
   return [h, w];
 }
-
-export { tokensForGrid } from '../../common/vision-geometry';
