@@ -80,6 +80,55 @@ describe('health (e2e, own nats-server)', () => {
   });
 });
 
+describe('readiness is cheap, the deep check encodes (e2e)', () => {
+  // Reproduced first: /health/ready ran the probe encode (a forward, unless one had run in
+  // the last 5 s), so with a real tower on CPU a busy pod missed kubelet's 1 s timeout on
+  // every probe and went NotReady. Counted here by forwards, not by time.
+  let nats: NatsServer;
+  let t: TestApp;
+  beforeAll(async () => {
+    nats = await NatsServer.start();
+    t = await startTestApp({ EPD_NATS_URL: nats.url });
+  });
+  afterAll(async () => {
+    await t.close();
+    await nats.dispose();
+  });
+
+  const forwards = async (): Promise<number> =>
+    ((await request(t.httpUrl).get('/admin/encoder')).body as { batches: number }).batches;
+
+  it('/health/ready runs no forward (models loaded is enough); /health/deep runs the probe encode', async () => {
+    await pollStatus(t.httpUrl, 200, 10_000);
+    const before = await forwards();
+    for (let i = 0; i < 3; i++) {
+      const ready = await request(t.httpUrl).get('/health/ready');
+      expect([ready.status, ready.body.error]).toEqual([200, {}]);
+      expect(ready.body.details.encoder).toMatchObject({ status: 'up', models_loaded: true });
+      expect(ready.body.details.serving.status).toBe('up');
+    }
+    expect(await forwards()).toBe(before);
+    const deep = await request(t.httpUrl).get('/health/deep');
+    expect(deep.status).toBe(200);
+    expect(deep.body.details.encoder).toMatchObject({ status: 'up', source: 'probe' });
+    expect(deep.body.details.nats.status).toBe('up');
+    expect(await forwards()).toBe(before + 1);
+    // Within the probe's 5 s cache: not repeated.
+    await request(t.httpUrl).get('/health/deep');
+    expect(await forwards()).toBe(before + 1);
+  });
+
+  it('NATS lost: both fail (readiness still routes on NATS), /health still encodes', async () => {
+    await nats.stop();
+    await pollStatus(t.httpUrl, 503, 5000);
+    await pollStatus(t.httpUrl, 503, 5000, '/health/deep');
+    expect((await request(t.httpUrl).get('/health')).status).toBe(200);
+    await nats.restart();
+    await pollStatus(t.httpUrl, 200, 10_000);
+    await pollStatus(t.httpUrl, 200, 10_000, '/health/deep');
+  });
+});
+
 describe('start-up while NATS is unreachable (e2e)', () => {
   it('serves HTTP, says why it is not ready, and connects once NATS appears', async () => {
     const port = await freePort();

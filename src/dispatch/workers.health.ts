@@ -11,13 +11,16 @@ export class WorkersHealth extends EncoderHealth {
   }
 
   check(): Promise<EncoderHealthReport> {
+    return Promise.resolve(this.loaded());
+  }
+
+  /** Already cheap: the supervisor's count of live workers (each loaded its models to start). */
+  loaded(): EncoderHealthReport {
     const alive = this.supervisor.aliveCount;
     const total = this.supervisor.ranks.length;
     const data = { dp_alive: alive, dp_total: total, degraded: alive < total };
-    return Promise.resolve(
-      alive > 0
-        ? { up: true, data }
-        : { up: false, data: { ...data, error: Errors.allWorkersDead().message } },
-    );
+    return alive > 0
+      ? { up: true, data }
+      : { up: false, data: { ...data, error: Errors.allWorkersDead().message } };
   }
 }

@@ -9,5 +9,11 @@ export interface EncoderHealthReport {
  * process or a DP worker, the alive ranks in a DP supervisor.
  */
 export abstract class EncoderHealth {
+  /** Whether this encoder can encode, shown by doing it (a probe encode, cached briefly). */
   abstract check(): Promise<EncoderHealthReport>;
+  /**
+   * The cheap half, for readiness: the models are loaded (or the DP workers alive); no
+   * forward runs, so a busy encoder with a slow tower stays ready.
+   */
+  abstract loaded(): EncoderHealthReport;
 }

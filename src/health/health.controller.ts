@@ -52,19 +52,36 @@ export class HealthController {
   /**
    * Readiness for everything, NATS included: route traffic here only when 200. `serving`
    * turns up when the process joins its NATS subjects (Readiness), so the load balancer
-   * and the queue group start sending calls at the same moment.
+   * and the queue group start sending calls at the same moment. Cheap: the models must be
+   * loaded, but no forward runs (a real tower on CPU busy with requests would miss a
+   * kubelet probe's timeout on every call, and the Service would empty); /health/deep adds
+   * the probe encode.
    */
   @Get('ready')
   @HealthCheck()
   ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
-    return this.run(res, [
+    return this.run(res, [...this.readyChecks(), () => this.indicators.encoderLoaded()]);
+  }
+
+  /**
+   * Everything /health/ready checks, and a real probe encode (cached 5 s; while busy, a
+   * forward completed within encoder.probeFreshMs stands for it), bounded by
+   * encoder.probeTimeoutMs: for an operator or a synthetic check, not a kubelet probe.
+   */
+  @Get('deep')
+  @HealthCheck()
+  deep(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    return this.run(res, [...this.readyChecks(), () => this.indicators.encoder()]);
+  }
+
+  private readyChecks(): Parameters<HealthCheckService['check']>[0] {
+    return [
       () => this.serving(),
       () => this.indicators.natsConnection(),
       () => this.indicators.registryBounds(),
       () => this.sharedBuckets(),
       () => this.indicators.eventLoop(),
-      () => this.indicators.encoder(),
-    ]);
+    ];
   }
 
   /**

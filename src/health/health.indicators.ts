@@ -73,6 +73,13 @@ export class HealthIndicators {
     return report.up ? check.up(report.data) : check.down(report.data);
   }
 
+  /** The cheap half: models loaded (or DP workers alive), without running a forward. */
+  encoderLoaded(): HealthIndicatorResult {
+    const check = this.indicator.check('encoder');
+    const report = this.encoderHealth.loaded();
+    return report.up ? check.up(report.data) : check.down(report.data);
+  }
+
   eventLoop(): HealthIndicatorResult {
     const check = this.indicator.check('event_loop');
     const lag = Math.round(this.loop.p99LagMs * 10) / 10;
