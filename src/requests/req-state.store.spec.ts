@@ -67,6 +67,30 @@ describe('ReqStateStore', () => {
     expect(applied).toEqual(['a']);
   });
 
+  it('tells every listener, not only the last one added; a listener that throws stops none of the others', () => {
+    // Reproduced: onEnded and onDeferredReleaseApplied kept one listener each, so a second
+    // registration (a feature added later) silently dropped the first (the handoff's
+    // deletion of taken-over objects, or the lifecycle's metadata discard).
+    const ended: string[] = [];
+    const applied: string[] = [];
+    store.onEnded((id, reason) => ended.push(`first ${id} ${reason}`));
+    store.onEnded(() => {
+      throw new Error('a broken listener');
+    });
+    const removeThird = store.onEnded((id) => ended.push(`third ${id}`));
+    store.onDeferredReleaseApplied((id) => applied.push(`first ${id}`));
+    store.onDeferredReleaseApplied((id) => applied.push(`second ${id}`));
+    const s = store.begin('a', 'image', 0, 1);
+    expect(store.release('a')).toBe('deferred');
+    store.finishEncode(s);
+    expect(applied).toEqual(['first a', 'second a']);
+    expect(ended).toEqual(['first a explicit', 'third a']);
+    removeThird();
+    store.finishEncode(store.begin('b', 'image', 0, 1));
+    store.release('b');
+    expect(ended).toEqual(['first a explicit', 'third a', 'first b explicit']);
+  });
+
   it("gives a staged embedding's slab slot back when its request ends", () => {
     const slab = new StagingSlab(4096);
     const slot = slab.alloc(592)!;
