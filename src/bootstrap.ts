@@ -17,6 +17,7 @@ import { EpdNatsServer } from './transport/epd-nats.server';
 import { IpcRpcServer } from './transport/ipc-rpc.server';
 import { EncodeAdmission } from './encoder/pipeline/encode-admission.service';
 import { WorkBudget } from './encoder/pipeline/work-budget';
+import { Clock } from './common/clock';
 
 /**
  * Wiring shared by main.ts and the e2e tests, so that tests run the app exactly as
@@ -52,7 +53,7 @@ export function configureApp(
       // The encodes' working memory; a DP supervisor encodes nothing, and bounds its bodies
       // alone by the same EPD_WORK_MAX_BYTES.
       budget: app.get(ProcessRole).supervisor
-        ? new WorkBudget(encoder.workMaxBytes)
+        ? new WorkBudget(encoder.workMaxBytes, () => app.get(Clock).now())
         : app.get(EncodeAdmission).work,
     }),
   );

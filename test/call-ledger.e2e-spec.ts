@@ -110,6 +110,7 @@ describe('call ledger bounds and scope (e2e, built service process)', () => {
       subject: `${prefix}.v1.wait_metadata`,
       body: (ms) => JSON.stringify({ req_id: 'm4-late', timeout_ms: ms }),
       deadline: Date.now() + 20_000,
+      now: () => Date.now(),
     });
     const far = Date.now() + 170_000;
     for (let i = 0; i < 12_000; i += 500)

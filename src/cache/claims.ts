@@ -71,7 +71,7 @@ export class MemoryClaims extends CacheClaims {
 
   constructor(
     private readonly maxClaims: number,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number,
   ) {
     super();
   }

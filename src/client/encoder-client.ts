@@ -307,6 +307,7 @@ export class EncoderClient {
     const outcome = await requestWithReceipts(this.nc, {
       subject,
       deadline: started + timeoutMs,
+      now: () => Date.now(),
       // A send made later carries what is left of the server-side deadline.
       body: () => {
         const elapsed = Date.now() - started;

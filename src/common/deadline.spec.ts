@@ -10,11 +10,11 @@ describe('callTimeoutMs', () => {
   };
 
   it('uses the cap when the caller names no deadline', () => {
-    expect(callTimeoutMs(undefined, 180000)).toBe(180000);
+    expect(callTimeoutMs(undefined, 180000, undefined, 1000)).toBe(180000);
   });
   it('caps timeout_ms at the configured maximum', () => {
-    expect(callTimeoutMs(500, 180000)).toBe(500);
-    expect(callTimeoutMs(10_000_000, 180000)).toBe(180000);
+    expect(callTimeoutMs(500, 180000, undefined, 1000)).toBe(500);
+    expect(callTimeoutMs(10_000_000, 180000, undefined, 1000)).toBe(180000);
   });
   it('takes the earlier of timeout_ms and the Deadline header (epoch ms)', () => {
     expect(callTimeoutMs(5000, 180000, ctx('1300'), 1000)).toBe(300);

@@ -24,8 +24,8 @@ export interface DeadlineFields {
 export function callTimeoutMs(
   requested: number | undefined,
   cap: number,
-  ctx?: NatsContext,
-  now: number = Date.now(),
+  ctx: NatsContext | undefined,
+  now: number,
   deadlineMs?: number,
 ): number {
   let ms = requested ?? cap;
@@ -43,8 +43,8 @@ export function callTimeoutMs(
 export function callDeadline(
   payload: DeadlineFields,
   cap: number,
-  ctx?: NatsContext,
-  now: number = Date.now(),
+  ctx: NatsContext | undefined,
+  now: number,
 ): number {
   return now + callTimeoutMs(payload.timeout_ms, cap, ctx, now, payload.deadline_ms);
 }

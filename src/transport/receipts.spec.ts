@@ -33,6 +33,7 @@ describe('requestWithReceipts: a callee that is gone', () => {
       subject: 'x.inst.a.send',
       body: () => '{}',
       deadline: Date.now() + 10_000,
+      now: () => Date.now(),
       // Gone only when every send met no responders (the owner router's rule while the
       // roster still lists the callee).
       gone: (final) => final,

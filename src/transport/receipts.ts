@@ -56,8 +56,8 @@ export interface ReceiptCall {
   deadline: number;
   /** How long an answer is awaited (default: the deadline). */
   answerBy?: number;
-  /** Epoch ms (default Date.now). */
-  now?: () => number;
+  /** Epoch ms: the service's Clock, or the SDK's own wall clock. */
+  now: () => number;
   /**
    * A send met "no responders": is the callee gone (true), or maybe only moving to another
    * node (false: the send counts as lost)? `final`: every send since the last sign of life
@@ -139,7 +139,7 @@ export function requestWithReceipts(
   nc: NatsConnection,
   call: ReceiptCall,
 ): Promise<ReceiptOutcome> {
-  const now = call.now ?? Date.now;
+  const now = call.now;
   // Unguessable (a nuid steps by a small increment): a call id is what a probe names.
   const callId = randomUUID();
   const mux = muxOf(nc);

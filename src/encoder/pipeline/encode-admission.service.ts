@@ -33,7 +33,7 @@ export class EncodeAdmission {
     clock: Clock,
     tier: ObjectTier,
   ) {
-    this.work = new WorkBudget(config.encoder.workMaxBytes);
+    this.work = new WorkBudget(config.encoder.workMaxBytes, () => clock.now());
     this.load = new LoadMeter(() => clock.now(), config.scale.windowS);
     metrics.pendingFrom(() => this.pending);
     metrics.workFrom(this.work);

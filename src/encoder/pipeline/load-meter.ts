@@ -22,8 +22,8 @@ export class LoadMeter {
   private lastServiceRate = 0;
 
   constructor(
-    private readonly now: () => number = Date.now,
-    private readonly windowS = 30,
+    private readonly now: () => number,
+    private readonly windowS: number,
   ) {}
 
   /** A request of `items` was admitted; its ticket goes to done(). */

@@ -1,5 +1,8 @@
 import { MMError } from '../../common/errors/mm-error';
 import { WorkBudget } from './work-budget';
+import { Clock } from '../../common/clock';
+
+const clock = new Clock();
 
 const settled = async (p: Promise<unknown>): Promise<string> =>
   p.then(
@@ -10,7 +13,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 describe('WorkBudget (N2: one memory budget for the whole process)', () => {
   it('lets planned parts in while they fit, queues the rest in order, and drains to zero', async () => {
-    const budget = new WorkBudget(100);
+    const budget = new WorkBudget(100, () => clock.now());
     const [a, b, c] = ['a', 'b', 'c'].map((id) => budget.lease(id));
     await a!.reserve(60, Date.now() + 5000);
     const order: string[] = [];
@@ -31,7 +34,7 @@ describe('WorkBudget (N2: one memory budget for the whole process)', () => {
   });
 
   it('refuses a part larger than the whole budget at once (507 work_too_large)', async () => {
-    const budget = new WorkBudget(100);
+    const budget = new WorkBudget(100, () => clock.now());
     const lease = budget.lease('big');
     lease.charge(30); // its loaded bytes count toward its whole
     await expect(settled(lease.reserve(80, Date.now() + 5000))).resolves.toBe('work_too_large');
@@ -40,7 +43,7 @@ describe('WorkBudget (N2: one memory budget for the whole process)', () => {
   });
 
   it('ends a wait at the deadline with 503 memory_busy, naming the budget', async () => {
-    const budget = new WorkBudget(100);
+    const budget = new WorkBudget(100, () => clock.now());
     const holder = budget.lease('holder');
     await holder.reserve(90, Date.now() + 5000);
     const err = await budget
@@ -57,7 +60,7 @@ describe('WorkBudget (N2: one memory budget for the whole process)', () => {
   });
 
   it('refuses a load that would overflow at once, without waiting', () => {
-    const budget = new WorkBudget(100);
+    const budget = new WorkBudget(100, () => clock.now());
     const lease = budget.lease('load');
     lease.charge(70);
     expect(() => budget.lease('other').charge(40)).toThrow(/working memory busy/);
@@ -66,7 +69,7 @@ describe('WorkBudget (N2: one memory budget for the whole process)', () => {
   });
 
   it('lets the head in when only waiters hold bytes (their loads), instead of deadlocking', async () => {
-    const budget = new WorkBudget(100);
+    const budget = new WorkBudget(100, () => clock.now());
     const [a, b] = [budget.lease('a'), budget.lease('b')];
     a.charge(50);
     b.charge(40);

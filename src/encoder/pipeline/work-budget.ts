@@ -56,7 +56,7 @@ export class WorkBudget {
 
   constructor(
     readonly maxBytes: number,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number,
   ) {}
 
   /** A request's account: everything it holds goes back with release(). No req_id: a body. */
