@@ -11,7 +11,7 @@
  */
 import { InferenceSession } from 'onnxruntime-node';
 import sharp from 'sharp';
-import { referenceModelPaths } from '../src/encoder/backend/model-paths';
+import { referenceModelPaths } from '../src/config/model-paths';
 import { modelInputs } from '../src/encoder/backend/model-inputs';
 import { patchify } from '../src/encoder/preprocess/patchify';
 import { loadBicubicResampler } from '../src/encoder/preprocess/resample';

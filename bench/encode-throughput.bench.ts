@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { InferenceSession } from 'onnxruntime-node';
 import sharp from 'sharp';
-import { referenceModelPaths } from '../src/encoder/backend/model-paths';
+import { referenceModelPaths } from '../src/config/model-paths';
 import { modelInputs } from '../src/encoder/backend/model-inputs';
 import preprocess from '../src/encoder/preprocess/preprocess.worker';
 import { NatsServer } from '../test/support/nats-server';

@@ -41,6 +41,7 @@ lane_c() {
   bench dist-bench/bench/startup.bench.js
   bench dist-bench/bench/object-store.bench.js
   bench dist-bench/bench/vllm-ec.bench.js
+  bench dist-bench/bench/multi-model.bench.js
 }
 
 if [ ${#mode[@]} -eq 0 ]; then

@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
-import { referenceModelPaths } from '../src/encoder/backend/model-paths';
+import { referenceModelPaths } from '../src/config/model-paths';
 import { sharedNatsUrl } from './support/shared-nats';
 import { writeUnmarkedModel } from './support/unmarked-model';
 import {

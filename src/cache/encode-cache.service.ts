@@ -10,7 +10,8 @@ import {
 } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
-import { visionGeometryOf } from '../config/model-dir';
+import { visionModelsOf } from '../config/model-dir';
+import { referenceModelPaths } from '../config/model-paths';
 import { projectRoot } from '../common/fs/project-root';
 import { DEFAULT_GEOMETRY, type VisionGeometry } from '../common/vision-geometry';
 import { ProcessRole } from '../config/process-role';
@@ -86,8 +87,8 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly hints = new Map<string, string>();
   private readonly at: string;
 
-  /** The model's patch geometry: keys a vision entry when it is not the default's. */
-  private readonly geometry: VisionGeometry;
+  /** Each vision model's patch geometry, by its file: keys a vision entry when not the default's. */
+  private readonly geometries: Map<string, VisionGeometry>;
 
   constructor(
     private readonly config: AppConfig,
@@ -97,7 +98,12 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     link: ParentLink,
     role: ProcessRole,
   ) {
-    this.geometry = visionGeometryOf(config.encoder, projectRoot());
+    this.geometries = new Map(
+      visionModelsOf(config.encoder, projectRoot(), referenceModelPaths().vision).map((m) => [
+        m.path,
+        m.geometry,
+      ]),
+    );
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
     this.at = cacheFetchSubject(
       config.nats.subjectPrefix,
@@ -228,9 +234,8 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     const fp = { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype, tenant };
     // A model directory's normalisation is not in the tower's bytes: it keys the entry too.
     // (Only then, so the default model's keys, and the caches that hold them, stay as they are.)
-    return modality === 'audio' || this.geometry === DEFAULT_GEOMETRY
-      ? fp
-      : { ...fp, geometry: this.geometry };
+    const geometry = this.geometries.get(modelPath) ?? DEFAULT_GEOMETRY;
+    return modality === 'audio' || geometry === DEFAULT_GEOMETRY ? fp : { ...fp, geometry };
   }
 
   /**

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InferenceSession } from 'onnxruntime-node';
-import { referenceModelPaths } from '../encoder/backend/model-paths';
+import { referenceModelPaths } from '../config/model-paths';
 import { audioRows, melBins, modelInputs } from '../encoder/backend/model-inputs';
 import { DEFAULT_N_MELS } from '../encoder/pipeline/model-contract';
 import { MODALITIES, type Modality } from '../encoder/encode-request.schema';

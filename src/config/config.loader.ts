@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { ModelDirError, NO_AUDIO_MODEL, readModelDir } from './model-dir';
+import { ModelDirError, NO_AUDIO_MODEL, readModelDirs } from './model-dir';
 import { projectRoot } from '../common/fs/project-root';
 import { ENV_KEYS, OTHER_ENV, configSchema, type EpdConfigShape } from './config.schema';
 
@@ -121,7 +121,8 @@ function withModelDir(config: EpdConfigShape, fromEnv: Map<string, string>): Epd
     );
   let dir;
   try {
-    dir = readModelDir(configured, projectRoot());
+    // Every directory is read (and refused) here; the first is the default model's.
+    dir = readModelDirs(configured, projectRoot())[0]!;
   } catch (err) {
     if (err instanceof ModelDirError)
       throw new ConfigError(`invalid model directory: ${err.message}`);

@@ -246,12 +246,52 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
   };
 }
 
-/** Model directories read so far, by path as configured (a process names one or a few). */
-const read = new Map<string, ModelDir>();
+/**
+ * EPD_MODEL_DIR's entries: comma-separated, each a directory or `name=directory` (the name
+ * requests choose it by: vLLM callers send the checkpoint's id, such as
+ * `Qwen/Qwen2.5-VL-7B-Instruct`). The first is the default model.
+ */
+export function modelDirEntries(configured: string): { name?: string; path: string }[] {
+  return configured
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e.length > 0)
+    .map((e) => {
+      const at = e.indexOf('=');
+      return at > 0 ? { name: e.slice(0, at).trim(), path: e.slice(at + 1).trim() } : { path: e };
+    });
+}
+
+/** Model directories read so far, by EPD_MODEL_DIR as configured (one value per process). */
+const read = new Map<string, ModelDir[]>();
 
 /**
- * The vision geometry this process preprocesses for: its model directory's (read once per
- * process, then remembered), or the default model's when it has none.
+ * Every directory EPD_MODEL_DIR names, read (once per process, then remembered), the
+ * default first; each named as configured, or by its base name. Two with one name stop the
+ * start.
+ */
+export function readModelDirs(configured: string, cwd: string): ModelDir[] {
+  let dirs = read.get(configured);
+  if (dirs) return dirs;
+  const entries = modelDirEntries(configured);
+  if (entries.length === 0) throw new ModelDirError('EPD_MODEL_DIR names no directory');
+  dirs = entries.map(({ name, path }) => {
+    const dir = readModelDir(path, cwd);
+    return name ? { ...dir, name } : dir;
+  });
+  const names = dirs.map((d) => d.name);
+  const twice = names.find((n, i) => names.indexOf(n) !== i);
+  if (twice !== undefined)
+    throw new ModelDirError(
+      `EPD_MODEL_DIR names two models "${twice}": give one a name (name=directory)`,
+    );
+  read.set(configured, dirs);
+  return dirs;
+}
+
+/**
+ * The vision geometry this process preprocesses for by default: its first model
+ * directory's, or the default model's when it has none.
  */
 export function visionGeometryOf(
   encoder: { modelDir?: string | undefined },
@@ -259,10 +299,61 @@ export function visionGeometryOf(
 ): VisionGeometry {
   const configured = encoder.modelDir;
   if (!configured) return DEFAULT_GEOMETRY;
-  let dir = read.get(configured);
-  if (!dir) {
-    dir = readModelDir(configured, cwd);
-    read.set(configured, dir);
+  return readModelDirs(configured, cwd)[0]!.geometry;
+}
+
+/** One vision model this process serves, as requests choose it by `model`. */
+export interface VisionModelSpec {
+  name: string;
+  family: string;
+  path: string;
+  geometry: VisionGeometry;
+  minPixels: number;
+  maxPixels: number;
+  /** The width its directory's config.json declares (checked against the tower at load). */
+  width?: number;
+  /** Where the width was read. */
+  widthFrom?: string;
+}
+
+/**
+ * The vision models this process serves, the default first: each directory of
+ * EPD_MODEL_DIR, or the one model of EPD_MODEL_PATH. The default model's min/max pixels are
+ * the configuration's (its directory's, unless EPD_MIN_PIXELS / EPD_MAX_PIXELS set them);
+ * every other model's are its own directory's.
+ */
+export function visionModelsOf(
+  encoder: {
+    modelDir?: string | undefined;
+    modelPath: string;
+    minPixels: number;
+    maxPixels: number;
+  },
+  cwd: string,
+  defaultPath: string,
+): VisionModelSpec[] {
+  if (!encoder.modelDir) {
+    // As the backend resolves it: relative to the project root (`cwd`).
+    const path = encoder.modelPath ? resolve(cwd, encoder.modelPath) : defaultPath;
+    return [
+      {
+        name: basename(path).replace(/\.onnx$/, ''),
+        family: 'qwen2-vl',
+        path,
+        geometry: DEFAULT_GEOMETRY,
+        minPixels: encoder.minPixels,
+        maxPixels: encoder.maxPixels,
+      },
+    ];
   }
-  return dir.geometry;
+  return readModelDirs(encoder.modelDir, cwd).map((d, i) => ({
+    name: d.name,
+    family: d.family,
+    path: d.visionPath,
+    geometry: d.geometry,
+    minPixels: i === 0 ? encoder.minPixels : d.minPixels,
+    maxPixels: i === 0 ? encoder.maxPixels : d.maxPixels,
+    width: d.width,
+    widthFrom: join(d.dir, MODEL_DIR_FILES.config),
+  }));
 }

@@ -85,6 +85,12 @@ export const encodeRequestSchema = z
         .regex(/^[\w.:-]{1,128}$/, 'cache_namespace must be 1-128 of [A-Za-z0-9_.:-]')
         .optional()
         .describe("scope of the caller's hashes as cache keys"),
+      model: z
+        .string({ error: 'model must be a string' })
+        .min(1, 'model must not be empty')
+        .max(256, 'model is longer than 256 characters')
+        .optional()
+        .describe("a served model's name (GET /admin/encoder lists them); absent: the default"),
       prefill_host: z.string().min(1).nullish().describe('push the embedding to this receiver'),
       embedding_port: z
         .union([port, z.array(port).max(MAX_TARGET_PORTS)])
@@ -119,6 +125,7 @@ export const encodeRequestSchema = z
     part_idx: r.part_idx as number,
     hashes: r.hashes,
     cache_namespace: r.cache_namespace,
+    model: r.model,
     prefill_host: r.prefill_host,
     embedding_port: r.embedding_port,
     timeout_ms: r.timeout_ms,

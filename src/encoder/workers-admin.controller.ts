@@ -20,6 +20,17 @@ interface Preprocessing {
   max_pixels: number;
   model_dir: string | null;
   pixels_from: string;
+  /** Each served vision model's own values (the default's are the fields above). */
+  per_model: {
+    name: string;
+    family: string;
+    patch_size: number;
+    merge_size: number;
+    image_mean: number[];
+    image_std: number[];
+    min_pixels: number;
+    max_pixels: number;
+  }[];
 }
 
 interface WorkerView {
@@ -101,6 +112,17 @@ export class WorkersAdminController {
         min_pixels: e.minPixels,
         max_pixels: e.maxPixels,
         model_dir: e.modelDir ?? null,
+        // Every served vision model (the default first), as requests choose it by `model`.
+        per_model: [...this.preprocessor.models.values()].map((m) => ({
+          name: m.name,
+          family: m.family,
+          patch_size: m.geometry.patchSize,
+          merge_size: m.geometry.mergeSize,
+          image_mean: [...m.geometry.imageMean],
+          image_std: [...m.geometry.imageStd],
+          min_pixels: m.minPixels,
+          max_pixels: m.maxPixels,
+        })),
         pixels_from: e.modelDir
           ? `${e.modelDir}/preprocessor_config.json, unless EPD_MIN_PIXELS / EPD_MAX_PIXELS are set`
           : 'EPD_MIN_PIXELS / EPD_MAX_PIXELS',

@@ -41,6 +41,12 @@ export const METRICS = spec({
     labels: ['name', 'family', 'reference'],
     sglang: 'none',
   },
+  epd_encoder_model_requests_total: {
+    type: 'counter',
+    help: "Encode outcomes by the model that served them (a request's `model`, or the default; audio: the audio tower's name): status success, error or rejected",
+    labels: ['model', 'modality', 'status'],
+    sglang: 'none',
+  },
   epd_encoder_requests_received_total: {
     type: 'counter',
     help: 'Encode requests admitted (past EPD_MAX_PENDING)',

@@ -42,15 +42,20 @@ export class EcKeys {
     private readonly loader: MediaLoader,
   ) {}
 
-  async resolve(parts: readonly MediaPart[], deadline: number): Promise<KeyedPart[]> {
+  /** `modelId`: what the consumer hashes with (its --model); EPD_VLLM_MODEL_ID by default. */
+  async resolve(
+    parts: readonly MediaPart[],
+    deadline: number,
+    modelId = this.config.vllm.modelId!,
+  ): Promise<KeyedPart[]> {
     for (const p of parts) {
       const why = p.uuid !== undefined ? unsafeKeyReason(p.uuid) : undefined;
       if (why) throw Errors.unsafeEcKey(p.uuid!, why);
     }
-    return Promise.all(parts.map((p) => this.keyOf(p, deadline)));
+    return Promise.all(parts.map((p) => this.keyOf(p, deadline, modelId)));
   }
 
-  private async keyOf(part: MediaPart, deadline: number): Promise<KeyedPart> {
+  private async keyOf(part: MediaPart, deadline: number, modelId: string): Promise<KeyedPart> {
     if (part.uuid !== undefined)
       return { ...part, key: part.uuid, keyFrom: 'uuid', item: { url: part.url } };
     if (part.modality !== 'image')
@@ -64,8 +69,7 @@ export class EcKeys {
     } catch (err) {
       throw Errors.invalidChat(`image_url is not an image: ${(err as Error).message}`);
     }
-    const { modelId, hashAlgorithm } = this.config.vllm;
-    const key = mmHash(bytes, converted, modelId!, hashAlgorithm);
+    const key = mmHash(bytes, converted, modelId, this.config.vllm.hashAlgorithm);
     // The pipeline loads the part again; the hash makes sure it encodes the same bytes.
     const contentHash = createHash('sha256').update(bytes).digest('hex');
     return { ...part, key, keyFrom: 'mm_hash', item: { url: part.url, content_hash: contentHash } };

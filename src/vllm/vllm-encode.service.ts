@@ -4,7 +4,8 @@ import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import { tokensForGrid } from '../common/vision-geometry';
 import { projectRoot } from '../common/fs/project-root';
-import { visionGeometryOf } from '../config/model-dir';
+import { visionModelsOf } from '../config/model-dir';
+import { referenceModelPaths } from '../config/model-paths';
 import { EncodeGateway } from '../encoder/encode-gateway';
 import type { EncodeRequest } from '../encoder/encode-request.schema';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
@@ -39,8 +40,9 @@ export interface EncodedParts {
 @Injectable()
 export class VllmEncodeService {
   private readonly logger = new Logger('VllmEncode');
-  /** Patches merged per side into one token: the model's (its directory's, or the default's). */
-  private readonly mergeSize: number;
+  /** Patches merged per side into one token, by served vision model (the default first). */
+  private readonly mergeSizes: Map<string, number>;
+  private readonly defaultModel: string;
 
   constructor(
     private readonly config: AppConfig,
@@ -50,7 +52,9 @@ export class VllmEncodeService {
     private readonly keys: EcKeys,
     private readonly store: EcStore,
   ) {
-    this.mergeSize = visionGeometryOf(config.encoder, projectRoot()).mergeSize;
+    const specs = visionModelsOf(config.encoder, projectRoot(), referenceModelPaths().vision);
+    this.mergeSizes = new Map(specs.map((m) => [m.name, m.geometry.mergeSize]));
+    this.defaultModel = specs[0]!.name;
   }
 
   get enabled(): boolean {
@@ -64,10 +68,12 @@ export class VllmEncodeService {
     const max = this.config.encoder.maxItems;
     if (parts.length > max)
       throw Errors.invalidChat(`${parts.length} media parts; at most ${max} (EPD_MAX_ITEMS)`);
-    const keyed = await this.keys.resolve(parts, deadline);
+    const model = this.modelOf(req.model);
+    // The consumer of a model other than the default hashes with that model's name (its --model).
+    const keyed = await this.keys.resolve(parts, deadline, model ?? this.config.vllm.modelId!);
     const byKey = new Map<string, Promise<Encoded>>();
     for (const part of keyed) {
-      if (!byKey.has(part.key)) byKey.set(part.key, this.encodePart(part, deadline));
+      if (!byKey.has(part.key)) byKey.set(part.key, this.encodePart(part, deadline, model));
     }
     // Every part settles before the call answers: none keeps running unobserved.
     const settled = await Promise.allSettled(byKey.values());
@@ -84,7 +90,27 @@ export class VllmEncodeService {
     };
   }
 
-  private async encodePart(part: KeyedPart, deadline: number): Promise<Encoded> {
+  /**
+   * The served model the chat's `model` names: absent, EPD_VLLM_MODEL_ID or the default
+   * model's name → the default (undefined); another served model's name → it; anything else
+   * is a 400 that lists them.
+   */
+  private modelOf(requested: string | undefined): string | undefined {
+    if (requested === undefined || requested === this.config.vllm.modelId) return undefined;
+    if (requested === this.defaultModel) return undefined;
+    if (this.mergeSizes.has(requested)) return requested;
+    const served = [
+      ...(this.config.vllm.modelId ? [this.config.vllm.modelId] : []),
+      ...this.mergeSizes.keys(),
+    ];
+    throw Errors.unknownModel(requested, served.map((n) => JSON.stringify(n)).join(', '));
+  }
+
+  private async encodePart(
+    part: KeyedPart,
+    deadline: number,
+    model: string | undefined,
+  ): Promise<Encoded> {
     const reqId = `vllm-${randomUUID()}`;
     try {
       const req: EncodeRequest = {
@@ -95,6 +121,7 @@ export class VllmEncodeService {
         part_idx: 0,
         hashes: undefined,
         cache_namespace: undefined,
+        model,
         prefill_host: undefined,
         embedding_port: undefined,
         timeout_ms: undefined,
@@ -105,7 +132,10 @@ export class VllmEncodeService {
       if (!embedding) throw Errors.internal(reqId);
       const grid = embedding.grid[0] ?? [];
       // A file whose row count disagrees with its grid kills the consumer mid-forward: never written.
-      if (part.modality !== 'audio' && gridRows(grid, this.mergeSize) !== embedding.tokens) {
+      if (
+        part.modality !== 'audio' &&
+        gridRows(grid, this.mergeSizes.get(model ?? this.defaultModel)!) !== embedding.tokens
+      ) {
         this.logger.error(
           { key: part.key, grid, rows: embedding.tokens },
           'embedding rows disagree with the grid: not written (a vLLM consumer would fail mid-forward on it)',

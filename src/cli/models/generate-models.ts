@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { referenceModelPaths } from '../../encoder/backend/model-paths';
+import { referenceModelPaths } from '../../config/model-paths';
 import { QWEN3_VL_GEOMETRY } from '../../common/vision-geometry';
 import { buildAudioModel, buildDeepStackVisionModel, buildVisionModel } from './reference-models';
 

@@ -252,6 +252,19 @@ export const Errors = {
       reqId,
       'invalid_request',
     ),
+  /** `served`: the served models' names, quoted and comma-separated, the default first. */
+  unknownModel: (model: string, served: string, reqId?: string) =>
+    new BadRequestError(
+      `unknown model ${JSON.stringify(model.slice(0, 256))}: this encoder serves ${served} (the first is the default)`,
+      reqId,
+      'invalid_request',
+    ),
+  audioOnDefaultModel: (model: string, defaultModel: string, reqId?: string) =>
+    new BadRequestError(
+      `model ${JSON.stringify(model)} serves no audio: audio is encoded by the default model's tower (${JSON.stringify(defaultModel)}); send audio without model, or with that one`,
+      reqId,
+      'invalid_request',
+    ),
   // vLLM's encode-instance face (src/vllm)
   unsafeEcKey: (key: string, why: string) =>
     new BadRequestError(

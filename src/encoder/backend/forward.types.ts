@@ -25,6 +25,8 @@ export interface ForwardPart {
 
 export interface ForwardTask {
   kind: ModelKind;
+  /** Vision: which model runs it (a served model's name; absent, the default). */
+  model?: string;
   parts: ForwardPart[];
   dtype: StagingDtype;
 }
@@ -58,7 +60,10 @@ export type ForwardReply =
   | { ok: false; message: string; code?: number; inputs: Float32Array[] };
 
 export interface ModelInfo {
+  /** The default vision model's width. */
   visionDim: number;
+  /** Every vision model's width and file, by name (the default's included). */
+  visionModels: Record<string, { dim: number; path: string }>;
   /** 0 when no audio model is loaded. */
   audioDim: number;
   /** Mel bins the audio model takes (its input_features' axis 1). */
@@ -72,10 +77,17 @@ export interface InferenceWorkerData {
   /** Absent: no audio model (EPD_AUDIO_MODEL_PATH=none, or a model directory without one). */
   audioPath?: string;
   intraOpThreads: number;
-  /** Values per packed patch row the vision tower takes (patchDim of the model's geometry). */
-  patchDim: number;
-  /** The vision width a model directory's config.json declares, and that file. */
-  expectedVisionDim?: { width: number; from: string };
+  /**
+   * Every vision model, the default (visionPath) first: its name, file, the values per
+   * packed patch row it takes (patchDim of its geometry), and the width its directory's
+   * config.json declares (with that file), checked when it loads.
+   */
+  visionModels: {
+    name: string;
+    path: string;
+    patchDim: number;
+    expected?: { width: number; from: string };
+  }[];
   /** ONNX Runtime's execution providers, in order (EPD_ORT_EXECUTION_PROVIDERS). */
   executionProviders: string[];
   /** The staging slab (EPD_STAGING_SLAB_BYTES), shared with the main thread. */

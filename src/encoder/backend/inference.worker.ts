@@ -27,7 +27,14 @@ import { announceLoaded } from '../workers/close-pool';
 const data = Piscina.workerData as InferenceWorkerData;
 
 let sessions:
-  Promise<{ vision: InferenceSession; audio?: InferenceSession; info: ModelInfo }> | undefined;
+  | Promise<{
+      /** Every vision model's session, by name; the default's is `vision`. */
+      visions: Map<string, InferenceSession>;
+      vision: InferenceSession;
+      audio?: InferenceSession;
+      info: ModelInfo;
+    }>
+  | undefined;
 
 async function open(path: string): Promise<InferenceSession> {
   return InferenceSession.create(path, {
@@ -68,28 +75,36 @@ async function outputDim(
 function load() {
   sessions ??= (async () => {
     const audioPath = data.audioPath;
-    const [vision, audio] = await Promise.all([
-      open(data.visionPath),
+    const [opened, audio] = await Promise.all([
+      Promise.all(data.visionModels.map((m) => open(m.path))),
       audioPath ? open(audioPath) : undefined,
     ]);
-    checkModelContract(
-      'vision',
-      data.visionPath,
-      vision.inputMetadata,
-      vision.outputMetadata,
-      data.patchDim,
-    );
+    const visions = new Map<string, InferenceSession>();
+    const visionModels: ModelInfo['visionModels'] = {};
+    for (const [i, m] of data.visionModels.entries()) {
+      const session = opened[i]!;
+      checkModelContract(
+        'vision',
+        m.path,
+        session.inputMetadata,
+        session.outputMetadata,
+        m.patchDim,
+      );
+      const dim = await outputDim(
+        session,
+        modelInputs(session, 'vision', new Float32Array(4 * m.patchDim), [[1, 2, 2]]),
+      );
+      if (m.expected && dim !== m.expected.width)
+        throw new Error(
+          `${CONTRACT_ERROR_PREFIX}: vision model ${m.path} outputs width ${dim}, but ${m.expected.from} declares ${m.expected.width} (the embedding width its language model takes)`,
+        );
+      visions.set(m.name, session);
+      visionModels[m.name] = { dim, path: m.path };
+    }
     if (audio && audioPath)
       checkModelContract('audio', audioPath, audio.inputMetadata, audio.outputMetadata, 0);
-    const visionDim = await outputDim(
-      vision,
-      modelInputs(vision, 'vision', new Float32Array(4 * data.patchDim), [[1, 2, 2]]),
-    );
-    const expected = data.expectedVisionDim;
-    if (expected && visionDim !== expected.width)
-      throw new Error(
-        `${CONTRACT_ERROR_PREFIX}: vision model ${data.visionPath} outputs width ${visionDim}, but ${expected.from} declares ${expected.width} (the embedding width its language model takes)`,
-      );
+    const vision = opened[0]!;
+    const visionDim = visionModels[data.visionModels[0]!.name]!.dim;
     // No audio model (a model directory without one): audioDim 0 says so to the pipeline.
     const audioMels = audio ? melBins(audio, DEFAULT_N_MELS) : DEFAULT_N_MELS;
     const audioDim = audio
@@ -105,10 +120,12 @@ function load() {
         )
       : 0;
     return {
+      visions,
       vision,
       audio,
       info: {
         visionDim,
+        visionModels,
         audioDim,
         audioMels,
         visionPath: data.visionPath,
@@ -212,9 +229,14 @@ async function audioOutputs(task: ForwardTask, dims: readonly number[], values: 
 
 /** One packed forward for every part (a fused batch), split back per request. */
 async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardResult> {
-  const { vision, audio, info: models } = await load();
-  const session = task.kind === 'vision' ? vision : audio;
-  if (!session) throw new Error('no audio model is loaded');
+  const { visions, vision, audio, info: models } = await load();
+  const session = task.kind === 'vision' ? (task.model ? visions.get(task.model) : vision) : audio;
+  if (!session)
+    throw new Error(
+      task.kind === 'vision'
+        ? `no vision model ${task.model} is loaded`
+        : 'no audio model is loaded',
+    );
   const input = pack(inputs, scratchOf);
   const feeds = modelInputs(
     session,

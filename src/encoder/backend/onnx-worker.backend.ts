@@ -14,10 +14,10 @@ import type {
   ModelInfo,
 } from './forward.types';
 import { projectRoot } from '../../common/fs/project-root';
-import { referenceModelPaths } from './model-paths';
+import { referenceModelPaths } from '../../config/model-paths';
 import { servedModel, StartRefusedError, type ServedModel } from './model-marker';
 import { checkExecutionProviders } from './execution-providers';
-import { NO_AUDIO_MODEL, readModelDir, visionGeometryOf } from '../../config/model-dir';
+import { NO_AUDIO_MODEL, readModelDirs, visionModelsOf } from '../../config/model-dir';
 import { patchDim } from '../../common/vision-geometry';
 import { discard, handOn, isParcel } from '../workers/parcel';
 import { DTYPE_BYTES } from '../../transfer/frame';
@@ -92,16 +92,24 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
             ),
           }),
       intraOpThreads: config.encoder.intraOpThreads,
-      patchDim: patchDim(visionGeometryOf(config.encoder, projectRoot())),
+      visionModels: [],
       executionProviders: checkExecutionProviders(config.encoder.ortExecutionProviders),
     };
-    // A model directory (EPD_MODEL_DIR) names the model and its family, and declares the
-    // width the tower must output (checked when it loads).
+    // Model directories (EPD_MODEL_DIR) name each model and its family, and declare the
+    // width its tower must output (checked when it loads); the first is the default.
+    const specs = visionModelsOf(config.encoder, projectRoot(), workerData.visionPath);
+    workerData.visionModels = specs.map((m) => ({
+      name: m.name,
+      path: m.path,
+      patchDim: patchDim(m.geometry),
+      ...(m.width !== undefined ? { expected: { width: m.width, from: m.widthFrom! } } : {}),
+    }));
     const dir = config.encoder.modelDir
-      ? readModelDir(config.encoder.modelDir, projectRoot())
+      ? readModelDirs(config.encoder.modelDir, projectRoot())[0]
       : undefined;
-    if (dir) workerData.expectedVisionDim = { width: dir.width, from: `${dir.dir}/config.json` };
-    this.served = [servedModel('vision', workerData.visionPath, dir)];
+    this.served = specs.map((m) =>
+      servedModel('vision', m.path, config.encoder.modelDir ? m : undefined),
+    );
     if (workerData.audioPath)
       this.served.push(
         servedModel(

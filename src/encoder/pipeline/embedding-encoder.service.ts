@@ -51,6 +51,11 @@ export class EmbeddingEncoder {
     private readonly admission: EncodeAdmission,
   ) {}
 
+  /** Throws the 400 for a `model` this process does not serve (EncodeStages.modelOf). */
+  checkModel(req: EncodeRequest): void {
+    this.stages.modelOf(req);
+  }
+
   async encode(req: EncodeRequest, state: ReqState, deadline: number): Promise<Encoded> {
     // The request's share of the working-memory budget: its loads as they arrive, then
     // each part it encodes from its plan until that part's forward ends.
@@ -89,9 +94,8 @@ export class EmbeddingEncoder {
     return { ...encoded, timings: { ...encoded.timings, load_ms: round(loadMs) } };
   }
 
-  private async modelPath(req: EncodeRequest): Promise<string> {
-    const info = await this.stages.models();
-    return req.modality === 'audio' ? info.audioPath : info.visionPath;
+  private modelPath(req: EncodeRequest): Promise<string> {
+    return this.stages.modelPathOf(req);
   }
 
   /**
@@ -123,7 +127,7 @@ export class EmbeddingEncoder {
       claim.planned(size.tokens, size.itemTokens);
     }
     const tokens = await claim.tokens();
-    const dim = size?.dim ?? (await this.stages.dimOf(req.modality));
+    const dim = size?.dim ?? (await this.stages.dimOf(req.modality, this.stages.modelOf(req)));
     const bytes = tokens * dim * this.stages.bytesPerValue;
     reserve(bytes);
     checkReleased(state);

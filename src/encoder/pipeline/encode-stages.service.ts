@@ -63,6 +63,28 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     return this.backend.info();
   }
 
+  /**
+   * The served vision model a request names (`model`), or the default when it names none:
+   * an unknown name is a 400 that lists the served ones, before anything is loaded. Audio
+   * is the default model's tower's.
+   */
+  modelOf(req: EncodeRequest): string {
+    const { models, defaultModel } = this.preprocessor;
+    const name = req.model ?? defaultModel;
+    if (!models.has(name)) throw Errors.unknownModel(name, quotedList(models.keys()), req.req_id);
+    if (req.modality === 'audio' && name !== defaultModel)
+      throw Errors.audioOnDefaultModel(name, defaultModel, req.req_id);
+    return name;
+  }
+
+  /** The file of the model that encodes `req` (the cache's fingerprint reads its bytes). */
+  async modelPathOf(req: EncodeRequest): Promise<string> {
+    const info = await this.backend.info();
+    return req.modality === 'audio'
+      ? info.audioPath
+      : (info.visionModels[this.modelOf(req)]?.path ?? info.visionPath);
+  }
+
   onModuleInit(): void {
     // Load the models now, so the first request does not pay for it; serve once loaded.
     this.readiness.require('model', this.backend.info());
@@ -108,18 +130,20 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
   private async planUntraced(req: EncodeRequest, items: Buffer[]): Promise<EncodeSize> {
     const { audioMels, audioDim } = await this.backend.info();
     if (req.modality === 'audio' && audioDim === 0) throw Errors.noAudioModel(req.req_id);
-    const plan = this.ok(req, await this.preprocessor.plan(req.modality, items, audioMels));
+    const model = this.modelOf(req);
+    const plan = this.ok(req, await this.preprocessor.plan(req.modality, items, audioMels, model));
     checkPlan(plan, this.config.encoder, req.req_id);
-    const dim = await this.dimOf(req.modality);
+    const dim = await this.dimOf(req.modality, model);
     const { tokens, itemTokens, itemSizes } = plan;
     const bytes = tokens * dim * this.bytesPerValue;
     return { tokens, itemTokens, itemSizes, dim, bytes, workBytes: plannedWorkBytes(plan) };
   }
 
-  /** The embedding width of the model that encodes `modality`. */
-  async dimOf(modality: string): Promise<number> {
+  /** The embedding width of the model that encodes `modality` (`model`: a vision model's name). */
+  async dimOf(modality: string, model?: string): Promise<number> {
     const info = await this.backend.info();
-    return modality === 'audio' ? info.audioDim : info.visionDim;
+    if (modality === 'audio') return info.audioDim;
+    return (model ? info.visionModels[model]?.dim : undefined) ?? info.visionDim;
   }
 
   /** Decode and preprocess (worker threads); must give the tokens the plan promised. */
@@ -128,7 +152,13 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
       const { audioMels } = await this.backend.info();
       const pre = this.ok(
         req,
-        await this.preprocessor.run(req.modality, items, audioMels, size.itemSizes),
+        await this.preprocessor.run(
+          req.modality,
+          items,
+          audioMels,
+          size.itemSizes,
+          this.modelOf(req),
+        ),
       );
       if (pre.tokens !== size.tokens) {
         discard(pre.data);
@@ -169,6 +199,10 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     const result = await this.scheduler.submit({
       reqId: req.req_id,
       kind: pre.kind,
+      // The default model's jobs carry no name, as the health probe's do: they fuse.
+      ...(pre.kind === 'vision' && this.modelOf(req) !== this.preprocessor.defaultModel
+        ? { model: this.modelOf(req) }
+        : {}),
       fusable: req.modality !== 'video',
       part: forwardPart(pre),
       items: size.itemTokens.length,
@@ -224,4 +258,9 @@ export async function loadAll<T>(
   );
   if (failed) throw firstError;
   return settled.map((r) => (r as PromiseFulfilledResult<Buffer>).value);
+}
+
+/** Names as a message lists them: quoted, comma-separated. */
+export function quotedList(names: Iterable<string>): string {
+  return [...names].map((n) => JSON.stringify(n)).join(', ');
 }

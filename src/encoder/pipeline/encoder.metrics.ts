@@ -48,6 +48,8 @@ export type EncodeOutcome = 'success' | 'error' | 'rejected';
 
 /** What an answered encode reports: timings and sizes on success, the error otherwise. */
 export interface EncodeReport {
+  /** The vision model the request named (absent: the default). */
+  model?: string;
   timings?: StageTimings;
   items?: number;
   tokens?: number;
@@ -64,6 +66,10 @@ export class EncoderMetrics extends OwnedMetrics {
   private readonly receivedTotal: Counter;
   private readonly requestsTotal: Counter;
   private readonly rejectionsTotal: Counter;
+  private readonly modelRequestsTotal: Counter;
+  /** The default vision model's name, and the audio tower's (the labels of requests that name none). */
+  private readonly defaultVision: string;
+  private readonly audioModel: string;
   private readonly stageSeconds: [TimedStage, Histogram][];
   private readonly itemsPerRequest: Histogram;
   private readonly tokensPerRequest: Histogram;
@@ -81,6 +87,9 @@ export class EncoderMetrics extends OwnedMetrics {
     this.receivedTotal = this.counter('epd_encoder_requests_received_total');
     this.requestsTotal = this.counter('epd_encoder_requests_total');
     this.rejectionsTotal = this.counter('epd_encoder_rejections_total');
+    this.modelRequestsTotal = this.counter('epd_encoder_model_requests_total');
+    this.defaultVision = backend.models.find((m) => m.kind === 'vision')?.name ?? 'vision';
+    this.audioModel = backend.models.find((m) => m.kind === 'audio')?.name ?? 'audio';
     this.stageSeconds = STAGES.map(([stage, name]) => [stage, this.histogram(name)]);
     this.itemsPerRequest = this.countHistogram('epd_encoder_mm_items_per_request');
     this.tokensPerRequest = this.histogram('epd_encoder_tokens_per_request', TOKEN_BUCKETS);
@@ -121,6 +130,8 @@ export class EncoderMetrics extends OwnedMetrics {
   request(modality: Modality, outcome: EncodeOutcome, report: EncodeReport = {}): void {
     const type = outcome === 'success' ? 'none' : errorType(report.error);
     this.requestsTotal.inc({ modality, status: outcome, type });
+    const model = modality === 'audio' ? this.audioModel : (report.model ?? this.defaultVision);
+    this.modelRequestsTotal.inc({ model, modality, status: outcome });
     const code = report.error instanceof MMError ? report.error.code : 500;
     if (outcome !== 'success' && REJECTION_CODES.has(code))
       this.rejectionsTotal.inc({ code: String(code), type });

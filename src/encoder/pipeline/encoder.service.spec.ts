@@ -43,6 +43,7 @@ class GatedBackend extends EncoderBackend {
   info(): Promise<ModelInfo> {
     return Promise.resolve({
       visionDim: DIM,
+      visionModels: { v: { dim: DIM, path: 'v' } },
       audioDim: DIM,
       audioMels: 128,
       visionPath: 'v',
@@ -123,10 +124,16 @@ const inert = <T extends string>(...methods: T[]) =>
 async function wire(
   env: Record<string, string>,
   backend: EncoderBackend,
-  preprocessor: Pick<Preprocessor, 'plan' | 'run'>,
+  fake: Pick<Preprocessor, 'plan' | 'run'>,
   delivery: Partial<DeliveryService>,
   realMetrics = false,
 ) {
+  // One served model, the default, as a process without EPD_MODEL_DIR has.
+  const preprocessor = {
+    ...fake,
+    defaultModel: 'v',
+    models: new Map([['v', { name: 'v' }]]),
+  } as unknown as Preprocessor;
   const { registry, config } = makeRegistry(env);
   const moduleRef = await Test.createTestingModule({
     providers: [
@@ -261,7 +268,9 @@ describe('EncoderService with the embedding cache (single flight in process)', (
   writeFileSync(model, 'a model');
   class ModelBackend extends GatedBackend {
     override info(): Promise<ModelInfo> {
-      return super.info().then((i) => ({ ...i, visionPath: model }));
+      return super
+        .info()
+        .then((i) => ({ ...i, visionPath: model, visionModels: { v: { dim: DIM, path: model } } }));
     }
   }
   const backend = new ModelBackend();

@@ -83,6 +83,8 @@ export class EncoderService {
     const started = this.clock.elapsed();
     // A push this encoder may not make (EPD_ALLOWED_DESTINATIONS) is refused before any work.
     await this.delivery.checkTargets(targetsOf(req), req.req_id);
+    // A model this process does not serve: a 400 listing the served ones, before any work.
+    this.embeddings.checkModel(req);
     const ticket = this.admission.admit(req.modality, req.req_id, req.mm_items.length);
     // Released before it began: waiters learn it at once instead of at their deadline.
     const tombstoned = this.states.isTombstoned(req.req_id);
@@ -124,7 +126,7 @@ export class EncoderService {
       throw err;
     } finally {
       this.states.finishEncode(state);
-      this.admission.settle(ticket, req.modality, outcome, report);
+      this.admission.settle(ticket, req.modality, outcome, { ...report, model: req.model });
     }
   }
 

@@ -3,7 +3,8 @@ import Piscina from 'piscina';
 import { projectRoot } from '../../common/fs/project-root';
 import type { VisionGeometry } from '../../common/vision-geometry';
 import { AppConfig } from '../../config/app-config';
-import { visionGeometryOf } from '../../config/model-dir';
+import { visionModelsOf, type VisionModelSpec } from '../../config/model-dir';
+import { referenceModelPaths } from '../../config/model-paths';
 import type { Modality } from '../encode-request.schema';
 import { closePool, createPool, poolThreadIds, runTask } from '../workers/close-pool';
 import { hold, parcelChannel } from '../workers/parcel';
@@ -15,11 +16,17 @@ import type { PlanResult, PreprocessResult, PreprocessTask } from './preprocess.
 @Injectable()
 export class Preprocessor implements OnModuleDestroy {
   private readonly pool: Piscina;
-  /** The model's patch geometry, sent with every task (EPD_MODEL_DIR's, or the default's). */
+  /** The default model's patch geometry (EPD_MODEL_DIR's first, or the default's). */
   readonly geometry: VisionGeometry;
+  /** Each vision model's geometry and pixel bounds, by name; the default first. */
+  readonly models: ReadonlyMap<string, VisionModelSpec>;
+  readonly defaultModel: string;
 
   constructor(private readonly config: AppConfig) {
-    this.geometry = visionGeometryOf(config.encoder, projectRoot());
+    const specs = visionModelsOf(config.encoder, projectRoot(), referenceModelPaths().vision);
+    this.models = new Map(specs.map((m) => [m.name, m]));
+    this.defaultModel = specs[0]!.name;
+    this.geometry = specs[0]!.geometry;
     this.pool = createPool({
       filename: workerFile(__dirname, 'preprocess.worker'),
       minThreads: config.encoder.preprocessThreads,
@@ -43,8 +50,10 @@ export class Preprocessor implements OnModuleDestroy {
    * Reads the media headers only: tokens, decoded pixels, frames, seconds (see MediaPlan).
    * `nMels` (audio) sizes the model input the plan reports; no features are computed.
    */
-  plan(modality: Modality, items: Buffer[], nMels = 0): Promise<PlanResult> {
-    return runTask<PlanResult>(this.pool, this.task(modality, items, nMels), { name: 'plan' });
+  plan(modality: Modality, items: Buffer[], nMels = 0, model?: string): Promise<PlanResult> {
+    return runTask<PlanResult>(this.pool, this.task(modality, items, nMels, model), {
+      name: 'plan',
+    });
   }
 
   /**
@@ -58,13 +67,14 @@ export class Preprocessor implements OnModuleDestroy {
     items: Buffer[],
     nMels: number,
     sizes?: [number, number][],
+    model?: string,
   ): Promise<PreprocessResult> {
     const { send, receive } = parcelChannel();
     let result: PreprocessResult | undefined;
     try {
       result = await runTask<PreprocessResult>(
         this.pool,
-        { ...this.task(modality, items, nMels), sizes, parcel: send },
+        { ...this.task(modality, items, nMels, model), sizes, parcel: send },
         { transferList: [send] },
       );
     } finally {
@@ -81,14 +91,16 @@ export class Preprocessor implements OnModuleDestroy {
     return runTask<InputPoolStats>(this.pool, null, { name: 'inputPool' });
   }
 
-  private task(modality: Modality, items: Buffer[], nMels: number): PreprocessTask {
-    const { minPixels, maxPixels, maxVideoFrames, maxDecodedPixels } = this.config.encoder;
+  /** `model`: a served vision model's name (checked by the caller); absent, the default. */
+  private task(modality: Modality, items: Buffer[], nMels: number, model?: string): PreprocessTask {
+    const { maxVideoFrames, maxDecodedPixels } = this.config.encoder;
+    const m = this.models.get(model ?? this.defaultModel)!;
     return {
       modality,
       items,
-      geometry: this.geometry,
-      minPixels,
-      maxPixels,
+      geometry: m.geometry,
+      minPixels: m.minPixels,
+      maxPixels: m.maxPixels,
       maxVideoFrames,
       maxDecodedPixels,
       nMels,

@@ -16,6 +16,7 @@ class FakeBackend extends EncoderBackend {
   info(): Promise<ModelInfo> {
     return Promise.resolve({
       visionDim: 4,
+      visionModels: { v: { dim: 4, path: '' } },
       audioDim: 4,
       audioMels: 128,
       visionPath: '',
@@ -114,6 +115,23 @@ describe('EncodeScheduler', () => {
       'vision',
       'audio',
       'vision',
+    ]);
+  });
+
+  it("fuses a model's requests with its own only, and runs each batch on its model", async () => {
+    backend.auto = false;
+    const blocker = scheduler.submit(job('block'));
+    const q3a = scheduler.submit(job('q3a', { model: 'q3' }));
+    const d1 = scheduler.submit(job('d1'));
+    const q3b = scheduler.submit(job('q3b', { model: 'q3' }));
+    const d2 = scheduler.submit(job('d2'));
+    backend.auto = true;
+    backend.finishOne();
+    await Promise.all([blocker, q3a, d1, q3b, d2]);
+    expect(backend.calls.map((c) => [c.model ?? 'default', c.parts.length])).toEqual([
+      ['default', 1],
+      ['q3', 2],
+      ['default', 2],
     ]);
   });
 

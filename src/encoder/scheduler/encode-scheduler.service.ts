@@ -19,6 +19,8 @@ export interface ScheduledResult {
 export interface JobSpec {
   reqId: string;
   kind: ModelKind;
+  /** Vision: the served model that runs it (absent: the default); never fused with another's. */
+  model?: string;
   /** Images and audio fuse with their neighbours; video runs alone. */
   fusable: boolean;
   part: ForwardPart;
@@ -148,6 +150,7 @@ export class EncodeScheduler {
         (head.fusable &&
           job.fusable &&
           job.kind === head.kind &&
+          job.model === head.model &&
           batch.length < this.config.encoder.maxBatchSize);
       if (fits) {
         batch.push(job);
@@ -202,8 +205,10 @@ export class EncodeScheduler {
 
   private async forward(batch: Job[]): Promise<void> {
     const started = this.clock.elapsed();
+    const model = batch[0]!.model;
     const result = await this.backend.forward({
       kind: batch[0]!.kind,
+      ...(model !== undefined ? { model } : {}),
       parts: batch.map((j) => j.part),
       dtype: this.dtype,
     });

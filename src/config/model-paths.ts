@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { projectRoot } from '../../common/fs/project-root';
+import { projectRoot } from '../common/fs/project-root';
 
 /** Where `npm run models` writes the generated reference models. */
 export function referenceModelPaths(): { vision: string; audio: string } {
