@@ -1,4 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -125,6 +126,28 @@ describe('several models in one process (e2e)', () => {
       requests: { req_id: string }[];
     };
     expect(states.requests.map((r: { req_id: string }) => r.req_id)).not.toContain('mm-unknown');
+  });
+
+  it('`epd status` shows every model with its encodes', async () => {
+    const env = {
+      ...process.env,
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_SUBJECT_PREFIX: prefix,
+      EPD_HTTP_PORT: new URL(svc.url).port,
+    };
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(
+        process.execPath,
+        [join(projectRoot(), 'dist', 'cli', 'epd.js'), 'status'],
+        { env, timeout: 30_000 },
+        (err, stdout) => (err ? reject(new Error(err.message)) : resolve(stdout)),
+      ),
+    );
+    expect(out).toMatch(/^model\s+family\s+stand-in\s+encodes ok \/ error \/ rejected$/m);
+    expect(out).toMatch(/^qwen2-vl-2b-reference\s+qwen2-vl\s+yes\s+\d+ \/ 0 \/ 0$/m);
+    expect(out).toMatch(
+      new RegExp(`^${Q3.replace(/[./-]/g, '\\$&')}\\s+qwen3-vl\\s+yes\\s+2 / 0 / 0$`, 'm'),
+    );
   });
 
   it("vLLM's face: the chat's model chooses the tower (EPD_VLLM_MODEL_ID is the default's), the grid follows it", async () => {

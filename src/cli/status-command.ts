@@ -62,6 +62,18 @@ export function formatStatus(s: Snapshot): string {
       ]),
     ]),
   ];
+  if (s.models.length > 0)
+    parts.push(
+      table([
+        ['model', 'family', 'stand-in', 'encodes ok / error / rejected'],
+        ...s.models.map((m) => [
+          m.name,
+          m.family,
+          m.reference ? 'yes' : 'no',
+          `${m.success} / ${m.error} / ${m.rejected}`,
+        ]),
+      ]),
+    );
   if (s.errors.length > 0)
     parts.push(
       table([['errors (last minute)', 'count'], ...s.errors.map((e) => [e.type, String(e.count)])]),

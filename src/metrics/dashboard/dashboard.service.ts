@@ -26,6 +26,15 @@ export interface Snapshot {
   errors: { type: string; count: number }[];
   ranks: { rank: string; active: number; stagedBytes: number; queue: number; encodes: number }[];
   instances: { id: string; alive: boolean; lastHeartbeatMsAgo: number; self: boolean }[];
+  /** The models served (the default vision model first), and each one's encodes by outcome. */
+  models: {
+    name: string;
+    family: string;
+    reference: boolean;
+    success: number;
+    error: number;
+    rejected: number;
+  }[];
   /** The autoscaling signal: encoders wanted, live instances, utilization (none in DP). */
   scaling: { desired: number; instances: number; utilization: number } | null;
 }
@@ -45,6 +54,30 @@ const HISTORY = 300;
 /** Concurrent event streams; more are refused with 503. */
 export const MAX_STREAMS = 16;
 const WINDOW_TICKS = 60;
+
+/** epd_encoder_model_info's models, each with its epd_encoder_model_requests_total by status. */
+function modelsOf(json: MetricsJson): Snapshot['models'] {
+  const byName = new Map<string, Snapshot['models'][number]>();
+  for (const v of series(json, 'epd_encoder_model_info')) {
+    const name = String(v.labels.name);
+    if (!byName.has(name))
+      byName.set(name, {
+        name,
+        family: String(v.labels.family),
+        reference: v.labels.reference === 'true',
+        success: 0,
+        error: 0,
+        rejected: 0,
+      });
+  }
+  for (const v of series(json, 'epd_encoder_model_requests_total')) {
+    const m = byName.get(String(v.labels.model));
+    const status = String(v.labels.status);
+    if (m && (status === 'success' || status === 'error' || status === 'rejected'))
+      m[status] += v.value;
+  }
+  return [...byName.values()];
+}
 
 function series(json: MetricsJson, name: string): { labels: Labels; value: number }[] {
   for (const m of json) {
@@ -238,6 +271,7 @@ export class DashboardService implements OnModuleDestroy {
         lastHeartbeatMsAgo: i.last_heartbeat_ms_ago,
         self: i.self,
       })),
+      models: modelsOf(json),
       scaling: null,
     };
     const desired = series(json, 'epd_encoder_desired_replicas')[0];
