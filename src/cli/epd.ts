@@ -84,7 +84,12 @@ async function run(argv: string[]): Promise<number> {
     },
   });
   const [command, reqId] = positionals;
-  if (values.help || !command) throw new UsageError('missing command');
+  if (values.help) {
+    // Asked for: the usage on stdout, and success.
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (!command) throw new UsageError('missing command');
   if (command === 'receive') {
     await runReceiver({ host: values.host, port: int(values.port, 'port')!, out: values.out });
     return new Promise<number>(() => undefined); // until SIGINT/SIGTERM
