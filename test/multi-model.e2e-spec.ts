@@ -172,3 +172,54 @@ describe('several models in one process (e2e)', () => {
     expect(unknown.body.message).toContain('unknown model "llava"');
   });
 });
+
+describe('several models in each DP worker (e2e, EPD_DP_SIZE=2)', () => {
+  let svc: ServiceProcess;
+  beforeAll(async () => {
+    svc = await startServiceProcess({
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_SUBJECT_PREFIX: uniquePrefix(),
+      EPD_DP_SIZE: '2',
+      EPD_MODEL_DIR: `${QWEN2},${Q3}=${QWEN3}`,
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await svc?.stop();
+  });
+
+  it('each worker answers both models by name; the supervisor lists them and passes the 400 on', async () => {
+    const item = dataUri(await image(448, 448, 'png'), 'image/png');
+    const encode = (reqId: string, model?: string) =>
+      request(svc.url)
+        .post('/encode')
+        .send({ ...encodeBody(reqId, [item]), ...(model ? { model } : {}) });
+    // Four calls, so that both ranks take some (the supervisor spreads by load).
+    const answers = await Promise.all([
+      encode('dp-d1'),
+      encode('dp-q1', Q3),
+      encode('dp-d2'),
+      encode('dp-q2', Q3),
+    ]);
+    expect(
+      answers.map((r) => [r.status, (r.body as { embedding_dim: number }).embedding_dim]),
+    ).toEqual([
+      [200, 1536],
+      [200, 10240],
+      [200, 1536],
+      [200, 10240],
+    ]);
+    const unknown = await encode('dp-x', 'llava');
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.message).toContain('unknown model "llava"');
+    const admin = (await request(svc.url).get('/admin/encoder')).body as {
+      models: { name: string; patch_size: number }[];
+      ranks: unknown[];
+    };
+    expect(admin.models.map((m) => [m.name, m.patch_size])).toEqual([
+      ['qwen2-vl-2b-reference', 14],
+      [Q3, 16],
+    ]);
+    expect(admin.ranks).toHaveLength(2);
+  });
+});

@@ -1,6 +1,10 @@
 import { Controller, Delete, Get, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
+import { projectRoot } from '../common/fs/project-root';
+import { AppConfig } from '../config/app-config';
+import { visionModelsOf } from '../config/model-dir';
+import { referenceModelPaths } from '../config/model-paths';
 import { DpDispatcher } from './dp-dispatcher.service';
 import { WorkerSupervisor, type ThreadPlan, type WorkerView } from './worker-supervisor.service';
 
@@ -13,6 +17,7 @@ export class DispatchAdminController {
   constructor(
     private readonly supervisor: WorkerSupervisor,
     private readonly dispatcher: DpDispatcher,
+    private readonly config: AppConfig,
   ) {}
 
   @Get('workers')
@@ -32,11 +37,34 @@ export class DispatchAdminController {
     };
   }
 
-  /** Each rank's batching scheduler counters (GET /admin/encoder of a single process). */
+  /**
+   * Each rank's batching scheduler counters (GET /admin/encoder of a single process), and
+   * the vision models every rank serves (the default first), as requests choose them.
+   */
   @Get('encoder')
-  async encoder(): Promise<{ ranks: { dp_rank: number; stats: unknown }[] }> {
+  async encoder(): Promise<{
+    models: {
+      name: string;
+      family: string;
+      patch_size: number;
+      min_pixels: number;
+      max_pixels: number;
+    }[];
+    ranks: { dp_rank: number; stats: unknown }[];
+  }> {
     const answers = await this.supervisor.gather('scheduler');
-    return { ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })) };
+    const models = visionModelsOf(
+      this.config.encoder,
+      projectRoot(),
+      referenceModelPaths().vision,
+    ).map((m) => ({
+      name: m.name,
+      family: m.family,
+      patch_size: m.geometry.patchSize,
+      min_pixels: m.minPixels,
+      max_pixels: m.maxPixels,
+    }));
+    return { models, ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })) };
   }
 
   /**
