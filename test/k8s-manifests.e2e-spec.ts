@@ -256,4 +256,90 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     expect(v.config.cluster).toMatchObject({ enabled: true, replicas: 3 });
     expect(v.config.jetstream).toMatchObject({ enabled: true, fileStore: { enabled: true } });
   });
+
+  it("the NATS Helm values authorize deploy/nats/roles.conf's four roles, with every password from a Secret", () => {
+    const text = readFileSync(join(DIR, 'nats-values.yaml'), 'utf8');
+    expect(natsAuthViolations(parse(text) as NatsValues)).toEqual([]);
+    // The Deployment connects as one of them.
+    const d = parse(readFileSync(join(DIR, 'deployment.yaml'), 'utf8')) as DeploymentDoc;
+    const env = d.spec.template.spec.containers[0]!.env as { name: string; value?: string }[];
+    expect(env.find((e) => e.name === 'EPD_NATS_USER')?.value).toBe('encoder');
+    // And the rules refuse what they are for: a literal password, a variable no Secret
+    // fills, a role that drifted from roles.conf, a role left out.
+    const broken = (edit: (v: NatsValues) => void) => {
+      const v = parse(text) as NatsValues;
+      edit(v);
+      return natsAuthViolations(v);
+    };
+    expect(broken((v) => (v.config.merge.authorization.users[0]!.password = 'hunter2'))).toEqual([
+      'user encoder: password is not a << $VARIABLE >> reference',
+    ]);
+    expect(broken((v) => delete v.container.env.EPD_PREFILL_PASS)).toEqual([
+      'user prefill: $EPD_PREFILL_PASS is not filled from a Secret (container.env)',
+    ]);
+    expect(
+      broken((v) =>
+        v.config.merge.authorization.users[1]!.permissions.publish.push('epd.v1.encode'),
+      ),
+    ).toEqual(['user prefill: permissions differ from PREFILL in deploy/nats/roles.conf']);
+    expect(broken((v) => v.config.merge.authorization.users.pop())).toEqual([
+      'role ADMIN (user admin) is missing',
+    ]);
+  });
 });
+
+interface NatsValues {
+  config: {
+    merge: {
+      authorization: {
+        users: {
+          user: string;
+          password: string;
+          permissions: { publish: string[]; subscribe: string[] };
+        }[];
+      };
+    };
+  };
+  container: { env: Record<string, { valueFrom?: { secretKeyRef?: { name: string } } }> };
+}
+
+/** deploy/nats/roles.conf's roles: publish and subscribe subjects, by role name. */
+function rolesConf(): Map<string, { publish: string[]; subscribe: string[] }> {
+  const text = readFileSync(join(DIR, '..', 'nats', 'roles.conf'), 'utf8');
+  const subjects = (block: string, key: string) =>
+    [
+      ...(new RegExp(`${key}\\s*=\\s*\\[([\\s\\S]*?)\\]`).exec(block)?.[1] ?? '').matchAll(
+        /"([^"]+)"/g,
+      ),
+    ].map((m) => m[1]!);
+  const roles = new Map<string, { publish: string[]; subscribe: string[] }>();
+  for (const m of text.matchAll(/^ {2}([A-Z]+) = \{([\s\S]*?)\n {2}\}/gm))
+    roles.set(m[1]!, {
+      publish: subjects(m[2]!, 'publish'),
+      subscribe: subjects(m[2]!, 'subscribe'),
+    });
+  return roles;
+}
+
+/** What the chart values get wrong about authorization, one line per problem. */
+function natsAuthViolations(v: NatsValues): string[] {
+  const out: string[] = [];
+  const users = v.config.merge.authorization.users;
+  const roles = rolesConf();
+  if (roles.size !== 4) out.push(`roles.conf has ${roles.size} roles, 4 expected`);
+  for (const [role, perms] of roles) {
+    const name = role.toLowerCase();
+    const u = users.find((x) => x.user === name);
+    if (!u) {
+      out.push(`role ${role} (user ${name}) is missing`);
+      continue;
+    }
+    const variable = /^<< \$([A-Z_][A-Z0-9_]*) >>$/.exec(u.password)?.[1];
+    if (!variable) out.push(`user ${name}: password is not a << $VARIABLE >> reference`);
+    else if (!v.container.env[variable]?.valueFrom?.secretKeyRef?.name)
+      out.push(`user ${name}: $${variable} is not filled from a Secret (container.env)`);
+    if (JSON.stringify(u.permissions) !== JSON.stringify(perms))
+      out.push(`user ${name}: permissions differ from ${role} in deploy/nats/roles.conf`);
+  }
+  return out;
+}
