@@ -7,6 +7,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { Service } from 'kubernetes-models/v1/Service';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
+import { PersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim';
 import { parseAllDocuments, parse } from 'yaml';
 import { ENV_KEYS } from '../src/config/config.schema';
 import { loadConfig } from '../src/config/config.loader';
@@ -23,6 +24,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
+  'v1/PersistentVolumeClaim': PersistentVolumeClaim,
 };
 
 type Doc = { apiVersion: string; kind: string; metadata: { name: string }; spec: never };
@@ -343,3 +345,166 @@ function natsAuthViolations(v: NatsValues): string[] {
   }
   return out;
 }
+
+type Obj = Record<string, unknown>;
+type Named = Obj & { name?: string; mountPath?: string };
+
+/**
+ * `kubectl kustomize` for what the overlays use (Debian's kubectl is too old to have it,
+ * and no other build is reachable): resources (files, and directories rendered the same
+ * way), then strategic merge patches of the Deployment, which merge containers by name,
+ * env entries and volumes by name, and volumeMounts by mountPath, as Kubernetes' patch
+ * strategy for those lists does; other fields of a patch replace the base's.
+ */
+function renderKustomization(dir: string): Doc[] {
+  const k = parse(readFileSync(join(dir, 'kustomization.yaml'), 'utf8')) as {
+    resources?: string[];
+    patches?: { path: string }[];
+  };
+  const docs: Doc[] = [];
+  for (const r of k.resources ?? []) {
+    const path = join(dir, r);
+    if (!r.endsWith('.yaml')) docs.push(...renderKustomization(path));
+    else docs.push(...parseAllDocuments(readFileSync(path, 'utf8')).map((d) => d.toJS() as Doc));
+  }
+  for (const p of k.patches ?? []) {
+    const patch = parse(readFileSync(join(dir, p.path), 'utf8')) as Doc;
+    const target = docs.find(
+      (d) => d.kind === patch.kind && d.metadata.name === patch.metadata.name,
+    );
+    if (!target) throw new Error(`${p.path}: no ${patch.kind} ${patch.metadata.name} to patch`);
+    mergeInto(target, patch);
+  }
+  return docs;
+}
+
+/** Kubernetes' merge keys for the lists the patches touch. */
+const MERGE_KEYS: Record<string, 'name' | 'mountPath'> = {
+  containers: 'name',
+  env: 'name',
+  volumes: 'name',
+  volumeMounts: 'mountPath',
+};
+
+function mergeInto(base: Obj, patch: Obj): void {
+  for (const [key, value] of Object.entries(patch)) {
+    const key_ = MERGE_KEYS[key];
+    if (key_ && Array.isArray(value)) {
+      const list = ((base[key] as Named[] | undefined) ?? []).slice();
+      for (const item of value as Named[]) {
+        const at = list.findIndex((b) => b[key_] === item[key_]);
+        if (at < 0) list.push(item);
+        else if (key === 'containers') mergeInto(list[at]!, item);
+        else list[at] = item;
+      }
+      base[key] = list;
+    } else if (value && typeof value === 'object' && !Array.isArray(value) && base[key]) {
+      mergeInto(base[key] as Obj, value as Obj);
+    } else {
+      base[key] = value;
+    }
+  }
+}
+
+/** What a rendered overlay gets wrong, beyond the base's policy rules. */
+function overlayViolations(docs: Doc[]): string[] {
+  const out: string[] = [];
+  for (const d of docs) {
+    const Model = MODELS[`${d.apiVersion}/${d.kind}`];
+    if (!Model) out.push(`${d.kind} ${d.metadata.name}: no schema to check it against`);
+    else
+      try {
+        new Model(d as never).validate();
+      } catch (err) {
+        out.push(`${d.kind} ${d.metadata.name}: ${(err as Error).message}`);
+      }
+  }
+  const d = docs.find((x) => x.kind === 'Deployment') as unknown as DeploymentDoc & {
+    spec: {
+      template: {
+        spec: PodSpec & {
+          volumes?: { name: string; persistentVolumeClaim?: { claimName: string } }[];
+          containers: (Container & { volumeMounts?: { name: string }[] })[];
+        };
+      };
+    };
+  };
+  const pod = d.spec.template.spec;
+  let settingsLoad = true;
+  for (const c of pod.containers) {
+    for (const e of c.env ?? [])
+      if (e.name.startsWith('EPD_') && !(e.name in ENV_KEYS))
+        out.push(`${e.name}: not a variable the service reads`);
+    const env = Object.fromEntries(
+      (c.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]),
+    );
+    try {
+      loadConfig(env);
+    } catch (err) {
+      settingsLoad = false;
+      out.push(`the service refuses its settings: ${(err as Error).message}`);
+    }
+    for (const m of c.volumeMounts ?? [])
+      if (!(pod.volumes ?? []).some((v) => v.name === m.name))
+        out.push(`volumeMount ${m.name}: no such volume`);
+  }
+  // The base's rules (they read the drain from the settings, so only once those load).
+  if (settingsLoad) out.push(...violations(d, true));
+  return out;
+}
+
+describe('overlays (deploy/k8s/overlays), rendered over the base', () => {
+  it.each([
+    ['sglang', { EPD_TRANSFER_BACKEND: 'zmq', EPD_STAGING_DTYPE: 'bfloat16' }],
+    ['vllm', { EPD_VLLM_EC_PATH: '/ec', EPD_STAGING_DTYPE: 'bfloat16' }],
+  ])(
+    '%s: every document passes its schema, the Deployment the base policy rules, and the service loads its settings',
+    (name, expected) => {
+      const docs = renderKustomization(join(DIR, 'overlays', name));
+      expect(overlayViolations(docs)).toEqual([]);
+      const d = docs.find((x) => x.kind === 'Deployment') as unknown as DeploymentDoc;
+      const env = d.spec.template.spec.containers[0]!.env!;
+      for (const [k, v] of Object.entries(expected))
+        expect(env.filter((e) => e.name === k).map((e) => e.value)).toEqual([v]);
+      // The base's settings are still there (merged, not replaced).
+      expect(env.map((e) => e.name)).toContain('EPD_ALLOWED_DESTINATIONS');
+    },
+  );
+
+  it("the vLLM overlay's volume is the claim it ships, mounted where EPD_VLLM_EC_PATH points", () => {
+    const docs = renderKustomization(join(DIR, 'overlays', 'vllm'));
+    const pvc = docs.find((x) => x.kind === 'PersistentVolumeClaim')!;
+    const d = docs.find((x) => x.kind === 'Deployment') as unknown as {
+      spec: {
+        template: {
+          spec: {
+            volumes: { name: string; persistentVolumeClaim?: { claimName: string } }[];
+            containers: { volumeMounts: { name: string; mountPath: string }[] }[];
+          };
+        };
+      };
+    };
+    const pod = d.spec.template.spec;
+    const ec = pod.volumes.find((v) => v.persistentVolumeClaim?.claimName === pvc.metadata.name);
+    expect(ec).toBeDefined();
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: ec!.name, mountPath: '/ec' });
+    // The base's model volume is kept beside it.
+    expect(pod.volumes.map((v) => v.name)).toContain('models');
+  });
+
+  it('the rules refuse a broken overlay: an unknown variable, a setting the service refuses, a mount without a volume', () => {
+    const docs = () => renderKustomization(join(DIR, 'overlays', 'vllm'));
+    const container = (x: Doc[]) =>
+      (x.find((y) => y.kind === 'Deployment') as unknown as DeploymentDoc).spec.template.spec
+        .containers[0]! as Container & { volumeMounts: { name: string; mountPath: string }[] };
+    const typo = docs();
+    container(typo).env!.push({ name: 'EPD_VLLM_EC_PAHT', value: '/ec' });
+    expect(overlayViolations(typo)).toEqual(['EPD_VLLM_EC_PAHT: not a variable the service reads']);
+    const refused = docs();
+    container(refused).env!.push({ name: 'EPD_STAGING_DTYPE', value: 'int8' });
+    expect(overlayViolations(refused).join('; ')).toContain('the service refuses its settings');
+    const dangling = docs();
+    container(dangling).volumeMounts.push({ name: 'nowhere', mountPath: '/nowhere' });
+    expect(overlayViolations(dangling)).toEqual(['volumeMount nowhere: no such volume']);
+  });
+});
