@@ -21,10 +21,13 @@ async function pollStatus(
   return Date.now() - started;
 }
 
-describe('health (e2e, own nats-server)', () => {
+/**
+ * An app on a nats-server of its own, for one describe block: started before its tests,
+ * closed after them; `own()` gives both once started.
+ */
+function withOwnNats(): () => { nats: NatsServer; t: TestApp } {
   let nats: NatsServer;
   let t: TestApp;
-
   beforeAll(async () => {
     nats = await NatsServer.start();
     t = await startTestApp({ EPD_NATS_URL: nats.url });
@@ -33,6 +36,14 @@ describe('health (e2e, own nats-server)', () => {
     await t.close();
     await nats.dispose();
   });
+  return () => ({ nats, t });
+}
+
+describe('health (e2e, own nats-server)', () => {
+  const own = withOwnNats();
+  let nats: NatsServer;
+  let t: TestApp;
+  beforeAll(() => ({ nats, t } = own()));
 
   it('reports NATS (with RTT), registry bounds and event-loop lag when ready', async () => {
     const res = await request(t.httpUrl).get('/health');
@@ -84,16 +95,10 @@ describe('readiness is cheap, the deep check encodes (e2e)', () => {
   // Reproduced first: /health/ready ran the probe encode (a forward, unless one had run in
   // the last 5 s), so with a real tower on CPU a busy pod missed kubelet's 1 s timeout on
   // every probe and went NotReady. Counted here by forwards, not by time.
+  const own = withOwnNats();
   let nats: NatsServer;
   let t: TestApp;
-  beforeAll(async () => {
-    nats = await NatsServer.start();
-    t = await startTestApp({ EPD_NATS_URL: nats.url });
-  });
-  afterAll(async () => {
-    await t.close();
-    await nats.dispose();
-  });
+  beforeAll(() => ({ nats, t } = own()));
 
   const forwards = async (): Promise<number> =>
     ((await request(t.httpUrl).get('/admin/encoder')).body as { batches: number }).batches;

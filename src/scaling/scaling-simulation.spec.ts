@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { prng } from '../common/prng';
 import { decide, type InstanceLoad, type Recommendation, type ScalingPolicy } from './scaling-rule';
 
 /**
@@ -49,18 +50,6 @@ describe('scaling rule over a simulated day', () => {
   let realPeak = 0;
   for (let t = 0; t < DAY_S; t += STEP_S) realPeak = Math.max(realPeak, arrivals(t));
   const fixedPool = Math.ceil(realPeak / (mu * policy.targetUtilization));
-
-  /** mulberry32: the same noise on every run, so the figures and the verdict are stable. */
-  function prng(seed: number): () => number {
-    let a = seed >>> 0;
-    return () => {
-      a = (a + 0x6d2b79f5) >>> 0;
-      let t = a;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
 
   interface Seen {
     t: number;

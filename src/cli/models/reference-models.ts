@@ -12,20 +12,10 @@ import {
   type VisionGeometry,
 } from '../../common/vision-geometry';
 
+import { prng } from '../../common/prng';
+
 export const REFERENCE_SEED = 20240611;
 const HIDDEN = 128;
-
-/** mulberry32: a tiny, well-known deterministic PRNG, so the weights are byte-identical everywhere. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function weights(rand: () => number, rows: number, cols: number): Float32Array {
   const scale = 1 / Math.sqrt(rows);

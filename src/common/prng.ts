@@ -1,0 +1,15 @@
+/**
+ * mulberry32: a tiny, well-known deterministic PRNG. The same seed gives the same sequence
+ * everywhere (the reference models' weights byte for byte; a simulation's noise run after
+ * run). Not for anything secret.
+ */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
