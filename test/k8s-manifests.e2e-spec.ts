@@ -259,6 +259,23 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     expect(v.config.jetstream).toMatchObject({ enabled: true, fileStore: { enabled: true } });
   });
 
+  it('the handoff is on, and its buckets fit the JetStream volume the NATS values ask for', () => {
+    const d = byKind('Deployment') as DeploymentDoc;
+    const v = parse(readFileSync(join(DIR, 'nats-values.yaml'), 'utf8')) as {
+      config: { jetstream: { fileStore: { pvc: { size: string } } } };
+    };
+    const volume = v.config.jetstream.fileStore.pvc.size;
+    expect(bucketViolations(d, volume)).toEqual([]);
+    const env = d.spec.template.spec.containers[0]!.env!;
+    expect(env.find((e) => e.name === 'EPD_CACHE_STORE')?.value).toBe('jetstream');
+    // The defaults (8 GiB a bucket) did not fit: shown refused.
+    const big = structuredClone(d);
+    big.spec.template.spec.containers[0]!.env = env.filter((e) => e.name !== 'EPD_OBJ_MAX_BYTES');
+    expect(bucketViolations(big, volume)).toEqual([
+      'object store buckets reserve 2 × 8.0 GiB + 1 GiB for the KV buckets = 17.0 GiB > the JetStream volume (10Gi)',
+    ]);
+  });
+
   it("the NATS Helm values authorize deploy/nats/roles.conf's four roles, with every password from a Secret", () => {
     const text = readFileSync(join(DIR, 'nats-values.yaml'), 'utf8');
     expect(natsAuthViolations(parse(text) as NatsValues)).toEqual([]);
@@ -508,3 +525,32 @@ describe('overlays (deploy/k8s/overlays), rendered over the base', () => {
     expect(overlayViolations(dangling)).toEqual(['volumeMount nowhere: no such volume']);
   });
 });
+
+/** Bytes of a Kubernetes quantity in binary units (`10Gi`, `512Mi`). */
+function quantityBytes(q: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi|Ti)$/.exec(q);
+  if (!m) throw new Error(`unsupported quantity ${q}`);
+  return Number(m[1]) * 1024 ** (['Ki', 'Mi', 'Gi', 'Ti'].indexOf(m[2]!) + 1);
+}
+
+/**
+ * With the object store tier on, JetStream reserves each bucket's max bytes at creation on
+ * every node that holds a replica: the cache and staged buckets (EPD_OBJ_MAX_BYTES each)
+ * and 1 GiB for the KV buckets (metadata, roster, claims) must fit the volume.
+ */
+function bucketViolations(d: DeploymentDoc, volume: string): string[] {
+  const env = Object.fromEntries(
+    (d.spec.template.spec.containers[0]!.env ?? [])
+      .filter((e) => e.value !== undefined)
+      .map((e) => [e.name, e.value!]),
+  );
+  const { cache } = loadConfig(env).config;
+  if (cache.store !== 'jetstream') return [];
+  const gib = (n: number) => (n / 2 ** 30).toFixed(1);
+  const need = 2 * cache.objMaxBytes + 2 ** 30;
+  return need > quantityBytes(volume)
+    ? [
+        `object store buckets reserve 2 × ${gib(cache.objMaxBytes)} GiB + 1 GiB for the KV buckets = ${gib(need)} GiB > the JetStream volume (${volume})`,
+      ]
+    : [];
+}
