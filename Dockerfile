@@ -7,10 +7,14 @@
 # The image carries the generated stand-in models (random weights) for demos only: run
 # without a mounted model it exits 78 ("refusing to serve a generated reference model")
 # unless -e EPD_ALLOW_REFERENCE_MODEL=true. How to export a real tower: docs/models.md.
-# Not built in this repository's CI (no Docker there); see docs/operations.md, Deployment.
+# Node 22 (LTS, supported until 2027-04-30; test/deploy.e2e-spec.ts refuses a base past its
+# end of life). The service and its tests run on Node 20.19+ on this project's machines,
+# which cannot run Node 22: the native modules are N-API (ABI-stable across versions).
+# Not built in this repository's CI (no base image is reachable there); its file tree is
+# (test/image-tree.e2e-spec.ts); see docs/operations.md, Deployment.
 
 # --- build: compile TypeScript and generate the reference ONNX models (fixed seed) ----
-FROM node:20.19-bookworm-slim AS build
+FROM node:22.21-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 # onnxruntime-node's CPU binaries ship in the package; its install script (denied by
@@ -22,14 +26,14 @@ COPY src ./src
 RUN npx nest build -p tsconfig.build.json && node dist/cli/generate-models.js
 
 # --- production dependencies only -----------------------------------------------------
-FROM node:20.19-bookworm-slim AS deps
+FROM node:22.21-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --no-audit --no-fund \
   && npm cache clean --force
 
 # --- runtime ---------------------------------------------------------------------------
-FROM node:20.19-bookworm-slim AS runtime
+FROM node:22.21-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     EPD_HTTP_HOST=0.0.0.0 \
     EPD_LOG_FORMAT=json \

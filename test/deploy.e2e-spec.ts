@@ -138,6 +138,15 @@ describe('deployment files (checked with the linters that run here)', () => {
     for (const f of froms) {
       const image = f.split(/\s+/)[1]!;
       expect(image).toMatch(/:[0-9]/); // a versioned tag, never :latest or none
+      // Node's release schedule (nodejs.org/en/about/previous-releases): a base past its
+      // end of life gets no security fixes. Refused from that day on.
+      const major = /^node:(\d+)\./.exec(image)?.[1];
+      const endOfLife: Record<string, string> = {
+        '22': '2027-04-30',
+        '24': '2028-04-30',
+      };
+      expect([image, major !== undefined && major in endOfLife]).toEqual([image, true]);
+      expect(Date.now()).toBeLessThan(Date.parse(endOfLife[major!]!));
     }
     const final = lines.slice(lines.lastIndexOf(froms[froms.length - 1]!));
     const user = final.filter((l) => /^USER\s/i.test(l)).pop();

@@ -46,6 +46,7 @@ interface Container {
     allowPrivilegeEscalation?: boolean;
     capabilities?: { drop?: string[]; add?: string[] };
     privileged?: boolean;
+    readOnlyRootFilesystem?: boolean;
     runAsNonRoot?: boolean;
     seccompProfile?: { type?: string };
   };
@@ -92,6 +93,8 @@ function violations(d: DeploymentDoc, autoscaled: boolean): string[] {
     if ((sc.capabilities?.add ?? []).some((cap) => cap !== 'NET_BIND_SERVICE'))
       out.push(`${at}: capabilities.add`);
     if (sc.privileged) out.push(`${at}: privileged`);
+    // Not Pod Security "restricted" itself, but what the issue asks of the image.
+    if (sc.readOnlyRootFilesystem !== true) out.push(`${at}: readOnlyRootFilesystem`);
     for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const)
       if (c[probe] && !c[probe].timeoutSeconds) out.push(`${at}: ${probe}.timeoutSeconds`);
     const env = Object.fromEntries(
@@ -193,6 +196,11 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     [
       'allowPrivilegeEscalation',
       (d: DeploymentDoc) => delete d.spec.template.spec.containers[0]!.securityContext,
+    ],
+    [
+      'readOnlyRootFilesystem',
+      (d: DeploymentDoc) =>
+        delete d.spec.template.spec.containers[0]!.securityContext!.readOnlyRootFilesystem,
     ],
     [
       'readinessProbe.timeoutSeconds',
