@@ -267,6 +267,49 @@ describe('Kubernetes manifests (deploy/k8s)', () => {
     expect(v.config.jetstream).toMatchObject({ enabled: true, fileStore: { enabled: true } });
   });
 
+  it("NATS's network policy lets the encoders and labelled clients in on the client port, and nothing else", () => {
+    const nats = manifests.find((m) => m.file === 'nats-networkpolicy.yaml')!.doc as unknown as {
+      metadata: { namespace: string };
+      spec: {
+        ingress: {
+          from: {
+            namespaceSelector?: { matchLabels?: Record<string, string> };
+            podSelector?: { matchLabels?: Record<string, string> };
+          }[];
+          ports: { port: number }[];
+        }[];
+      };
+    };
+    const d = byKind('Deployment') as {
+      spec: { template: { metadata: { labels: Record<string, string> } } };
+    };
+    const k = parse(readFileSync(join(DIR, 'kustomization.yaml'), 'utf8')) as {
+      namespace: string;
+      resources: string[];
+    };
+    // Applied in NATS's namespace, not through the encoders' kustomization.
+    expect(k.resources).not.toContain('nats-networkpolicy.yaml');
+    expect(nats.metadata.namespace).toBe('nats');
+    const client = nats.spec.ingress.filter((r) => r.ports.some((p) => p.port === 4222));
+    const fromEncoders = client.some((r) =>
+      r.from.some(
+        (f) =>
+          f.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === k.namespace &&
+          Object.entries(f.podSelector?.matchLabels ?? {}).every(
+            ([key, v]) => d.spec.template.metadata.labels[key] === v,
+          ),
+      ),
+    );
+    expect(fromEncoders).toBe(true);
+    // No rule admits everyone: each source names a namespace or pod label.
+    for (const r of nats.spec.ingress)
+      for (const f of r.from)
+        expect(
+          Object.keys(f.podSelector?.matchLabels ?? {}).length +
+            Object.keys(f.namespaceSelector?.matchLabels ?? {}).length,
+        ).toBeGreaterThan(0);
+  });
+
   it('the handoff is on, and its buckets fit the JetStream volume the NATS values ask for', () => {
     const d = byKind('Deployment') as DeploymentDoc;
     const v = parse(readFileSync(join(DIR, 'nats-values.yaml'), 'utf8')) as {
