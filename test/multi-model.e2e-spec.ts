@@ -121,6 +121,21 @@ describe('several models in one process (e2e)', () => {
       .send({ ...encodeBody('mm-audio', [dataUri(tone(0.5), 'audio/wav')], 'audio'), model: Q3 });
     expect(audio.status).toBe(400);
     expect(audio.body.message).toContain(`model "${Q3}" serves no audio`);
+    // Qwen3-VL video: refused by name (its video processor is not implemented), while the
+    // default (Qwen2-VL) model takes the same frames.
+    const frames = [await image(64, 64, 'png'), await image(64, 64, 'png')].map((b) =>
+      dataUri(b, 'image/png'),
+    );
+    const video = await request(svc.url)
+      .post('/encode')
+      .send({ ...encodeBody('mm-video-q3', frames, 'video'), model: Q3 });
+    expect(video.status).toBe(400);
+    expect(video.body.message).toContain(`model "${Q3}" (qwen3-vl) takes no video here yet`);
+    const videoDefault = await request(svc.url)
+      .post('/encode')
+      .send(encodeBody('mm-video-q2', frames, 'video'));
+    expect(videoDefault.status).toBe(200);
+    expect((await call('release', { req_id: 'mm-video-q2' })).err).toBeUndefined();
     // Nothing was begun for them: the ids are free.
     const states = (await request(svc.url).get('/admin/requests')).body as {
       requests: { req_id: string }[];

@@ -74,6 +74,11 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     if (!models.has(name)) throw Errors.unknownModel(name, quotedList(models.keys()), req.req_id);
     if (req.modality === 'audio' && name !== defaultModel)
       throw Errors.audioOnDefaultModel(name, defaultModel, req.req_id);
+    // Qwen3-VL's video processor has bounds of its own (video_preprocessor_config.json) and
+    // timestamps its frames: refused rather than encoded to a grid the receiver disagrees with.
+    const family = models.get(name)!.family;
+    if (req.modality === 'video' && family.startsWith('qwen3-vl'))
+      throw Errors.videoNotYet(name, family, req.req_id);
     return name;
   }
 
