@@ -11,8 +11,6 @@ import {
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { visionModelsOf } from '../config/model-dir';
-import { referenceModelPaths } from '../config/model-paths';
-import { projectRoot } from '../common/fs/project-root';
 import { DEFAULT_GEOMETRY, type VisionGeometry } from '../common/vision-geometry';
 import { ProcessRole } from '../config/process-role';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
@@ -98,12 +96,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     link: ParentLink,
     role: ProcessRole,
   ) {
-    this.geometries = new Map(
-      visionModelsOf(config.encoder, projectRoot(), referenceModelPaths().vision).map((m) => [
-        m.path,
-        m.geometry,
-      ]),
-    );
+    this.geometries = new Map(visionModelsOf(config.encoder).map((m) => [m.path, m.geometry]));
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
     this.at = cacheFetchSubject(
       config.nats.subjectPrefix,

@@ -1,5 +1,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
+import { projectRoot } from '../common/fs/project-root';
+import { referenceModelPaths } from './model-paths';
 import { DEFAULT_GEOMETRY, TEMPORAL_PATCH, type VisionGeometry } from '../common/vision-geometry';
 
 /** EPD_AUDIO_MODEL_PATH's value for "no audio model": audio requests are refused (400). */
@@ -289,19 +291,6 @@ export function readModelDirs(configured: string, cwd: string): ModelDir[] {
   return dirs;
 }
 
-/**
- * The vision geometry this process preprocesses for by default: its first model
- * directory's, or the default model's when it has none.
- */
-export function visionGeometryOf(
-  encoder: { modelDir?: string | undefined },
-  cwd: string,
-): VisionGeometry {
-  const configured = encoder.modelDir;
-  if (!configured) return DEFAULT_GEOMETRY;
-  return readModelDirs(configured, cwd)[0]!.geometry;
-}
-
 /** One vision model this process serves, as requests choose it by `model`. */
 export interface VisionModelSpec {
   name: string;
@@ -320,21 +309,18 @@ export interface VisionModelSpec {
  * The vision models this process serves, the default first: each directory of
  * EPD_MODEL_DIR, or the one model of EPD_MODEL_PATH. The default model's min/max pixels are
  * the configuration's (its directory's, unless EPD_MIN_PIXELS / EPD_MAX_PIXELS set them);
- * every other model's are its own directory's.
+ * every other model's are its own directory's. Paths are resolved against the project root,
+ * as the backend opens them.
  */
-export function visionModelsOf(
-  encoder: {
-    modelDir?: string | undefined;
-    modelPath: string;
-    minPixels: number;
-    maxPixels: number;
-  },
-  cwd: string,
-  defaultPath: string,
-): VisionModelSpec[] {
+export function visionModelsOf(encoder: {
+  modelDir?: string | undefined;
+  modelPath: string;
+  minPixels: number;
+  maxPixels: number;
+}): VisionModelSpec[] {
+  const cwd = projectRoot();
   if (!encoder.modelDir) {
-    // As the backend resolves it: relative to the project root (`cwd`).
-    const path = encoder.modelPath ? resolve(cwd, encoder.modelPath) : defaultPath;
+    const path = encoder.modelPath ? resolve(cwd, encoder.modelPath) : referenceModelPaths().vision;
     return [
       {
         name: basename(path).replace(/\.onnx$/, ''),
@@ -356,4 +342,18 @@ export function visionModelsOf(
     width: d.width,
     widthFrom: join(d.dir, MODEL_DIR_FILES.config),
   }));
+}
+
+/** A served model's preprocessing, as the admin routes show it. */
+export function preprocessingView(m: VisionModelSpec) {
+  return {
+    name: m.name,
+    family: m.family,
+    patch_size: m.geometry.patchSize,
+    merge_size: m.geometry.mergeSize,
+    image_mean: [...m.geometry.imageMean],
+    image_std: [...m.geometry.imageStd],
+    min_pixels: m.minPixels,
+    max_pixels: m.maxPixels,
+  };
 }

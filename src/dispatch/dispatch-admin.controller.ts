@@ -1,10 +1,8 @@
 import { Controller, Delete, Get, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
-import { projectRoot } from '../common/fs/project-root';
 import { AppConfig } from '../config/app-config';
-import { visionModelsOf } from '../config/model-dir';
-import { referenceModelPaths } from '../config/model-paths';
+import { preprocessingView, visionModelsOf } from '../config/model-dir';
 import { DpDispatcher } from './dp-dispatcher.service';
 import { WorkerSupervisor, type ThreadPlan, type WorkerView } from './worker-supervisor.service';
 
@@ -53,17 +51,7 @@ export class DispatchAdminController {
     ranks: { dp_rank: number; stats: unknown }[];
   }> {
     const answers = await this.supervisor.gather('scheduler');
-    const models = visionModelsOf(
-      this.config.encoder,
-      projectRoot(),
-      referenceModelPaths().vision,
-    ).map((m) => ({
-      name: m.name,
-      family: m.family,
-      patch_size: m.geometry.patchSize,
-      min_pixels: m.minPixels,
-      max_pixels: m.maxPixels,
-    }));
+    const models = visionModelsOf(this.config.encoder).map(preprocessingView);
     return { models, ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })) };
   }
 

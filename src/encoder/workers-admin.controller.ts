@@ -2,6 +2,7 @@ import { Controller, Get, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { AppConfig } from '../config/app-config';
+import { preprocessingView } from '../config/model-dir';
 import { ReqStateStore } from '../requests/req-state.store';
 import { EncoderBackend } from './backend/encoder-backend';
 import { Preprocessor } from './preprocess/preprocessor.service';
@@ -21,16 +22,7 @@ interface Preprocessing {
   model_dir: string | null;
   pixels_from: string;
   /** Each served vision model's own values (the default's are the fields above). */
-  per_model: {
-    name: string;
-    family: string;
-    patch_size: number;
-    merge_size: number;
-    image_mean: number[];
-    image_std: number[];
-    min_pixels: number;
-    max_pixels: number;
-  }[];
+  per_model: ReturnType<typeof preprocessingView>[];
 }
 
 interface WorkerView {
@@ -113,16 +105,7 @@ export class WorkersAdminController {
         max_pixels: e.maxPixels,
         model_dir: e.modelDir ?? null,
         // Every served vision model (the default first), as requests choose it by `model`.
-        per_model: [...this.preprocessor.models.values()].map((m) => ({
-          name: m.name,
-          family: m.family,
-          patch_size: m.geometry.patchSize,
-          merge_size: m.geometry.mergeSize,
-          image_mean: [...m.geometry.imageMean],
-          image_std: [...m.geometry.imageStd],
-          min_pixels: m.minPixels,
-          max_pixels: m.maxPixels,
-        })),
+        per_model: [...this.preprocessor.models.values()].map(preprocessingView),
         pixels_from: e.modelDir
           ? `${e.modelDir}/preprocessor_config.json, unless EPD_MIN_PIXELS / EPD_MAX_PIXELS are set`
           : 'EPD_MIN_PIXELS / EPD_MAX_PIXELS',

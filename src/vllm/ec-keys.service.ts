@@ -42,11 +42,11 @@ export class EcKeys {
     private readonly loader: MediaLoader,
   ) {}
 
-  /** `modelId`: what the consumer hashes with (its --model); EPD_VLLM_MODEL_ID by default. */
+  /** `modelId`: what the consumer hashes with (its --model). */
   async resolve(
     parts: readonly MediaPart[],
     deadline: number,
-    modelId = this.config.vllm.modelId!,
+    modelId: string,
   ): Promise<KeyedPart[]> {
     for (const p of parts) {
       const why = p.uuid !== undefined ? unsafeKeyReason(p.uuid) : undefined;

@@ -1,11 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { Errors } from '../common/errors/error-catalogue';
+import { Errors, quotedList } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
 import { tokensForGrid } from '../common/vision-geometry';
-import { projectRoot } from '../common/fs/project-root';
 import { visionModelsOf } from '../config/model-dir';
-import { referenceModelPaths } from '../config/model-paths';
 import { EncodeGateway } from '../encoder/encode-gateway';
 import type { EncodeRequest } from '../encoder/encode-request.schema';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
@@ -52,7 +50,7 @@ export class VllmEncodeService {
     private readonly keys: EcKeys,
     private readonly store: EcStore,
   ) {
-    const specs = visionModelsOf(config.encoder, projectRoot(), referenceModelPaths().vision);
+    const specs = visionModelsOf(config.encoder);
     this.mergeSizes = new Map(specs.map((m) => [m.name, m.geometry.mergeSize]));
     this.defaultModel = specs[0]!.name;
   }
@@ -99,11 +97,13 @@ export class VllmEncodeService {
     if (requested === undefined || requested === this.config.vllm.modelId) return undefined;
     if (requested === this.defaultModel) return undefined;
     if (this.mergeSizes.has(requested)) return requested;
-    const served = [
-      ...(this.config.vllm.modelId ? [this.config.vllm.modelId] : []),
-      ...this.mergeSizes.keys(),
-    ];
-    throw Errors.unknownModel(requested, served.map((n) => JSON.stringify(n)).join(', '));
+    throw Errors.unknownModel(
+      requested,
+      quotedList([
+        ...(this.config.vllm.modelId ? [this.config.vllm.modelId] : []),
+        ...this.mergeSizes.keys(),
+      ]),
+    );
   }
 
   private async encodePart(

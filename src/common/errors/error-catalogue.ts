@@ -4,6 +4,11 @@ import { BadRequestError, errorTypeOf, InternalError, MMError } from './mm-error
  * Every message a caller can see, in one place (docs/contract.md §2, §4, §6). Clients and
  * tests match on these strings, so change them only together with that contract.
  */
+/** Names as a message lists them: each quoted, comma-separated. */
+export function quotedList(names: Iterable<string>): string {
+  return [...names].map((n) => JSON.stringify(n)).join(', ');
+}
+
 export const Errors = {
   // metadata registry
   metadataNotReady: (reqId?: string) =>
@@ -252,7 +257,7 @@ export const Errors = {
       reqId,
       'invalid_request',
     ),
-  /** `served`: the served models' names, quoted and comma-separated, the default first. */
+  /** `served`: the served models' names as quotedList gives them, the default first. */
   unknownModel: (model: string, served: string, reqId?: string) =>
     new BadRequestError(
       `unknown model ${JSON.stringify(model.slice(0, 256))}: this encoder serves ${served} (the first is the default)`,

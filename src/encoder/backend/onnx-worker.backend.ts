@@ -97,7 +97,7 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
     };
     // Model directories (EPD_MODEL_DIR) name each model and its family, and declare the
     // width its tower must output (checked when it loads); the first is the default.
-    const specs = visionModelsOf(config.encoder, projectRoot(), workerData.visionPath);
+    const specs = visionModelsOf(config.encoder);
     workerData.visionModels = specs.map((m) => ({
       name: m.name,
       path: m.path,

@@ -1,5 +1,5 @@
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { Errors } from '../../common/errors/error-catalogue';
+import { Errors, quotedList } from '../../common/errors/error-catalogue';
 import { Readiness } from '../../common/readiness';
 import { AppConfig } from '../../config/app-config';
 import { DTYPE_BYTES } from '../../transfer/frame';
@@ -201,13 +201,12 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     deadline: number,
     cancelled: () => boolean,
   ): Promise<ScheduledResult> {
+    const model = this.modelOf(req);
     const result = await this.scheduler.submit({
       reqId: req.req_id,
       kind: pre.kind,
       // The default model's jobs carry no name, as the health probe's do: they fuse.
-      ...(pre.kind === 'vision' && this.modelOf(req) !== this.preprocessor.defaultModel
-        ? { model: this.modelOf(req) }
-        : {}),
+      ...(pre.kind === 'vision' && model !== this.preprocessor.defaultModel ? { model } : {}),
       fusable: req.modality !== 'video',
       part: forwardPart(pre),
       items: size.itemTokens.length,
@@ -263,9 +262,4 @@ export async function loadAll<T>(
   );
   if (failed) throw firstError;
   return settled.map((r) => (r as PromiseFulfilledResult<Buffer>).value);
-}
-
-/** Names as a message lists them: quoted, comma-separated. */
-export function quotedList(names: Iterable<string>): string {
-  return [...names].map((n) => JSON.stringify(n)).join(', ');
 }

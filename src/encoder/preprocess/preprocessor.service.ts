@@ -1,10 +1,8 @@
 import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 import Piscina from 'piscina';
-import { projectRoot } from '../../common/fs/project-root';
 import type { VisionGeometry } from '../../common/vision-geometry';
 import { AppConfig } from '../../config/app-config';
 import { visionModelsOf, type VisionModelSpec } from '../../config/model-dir';
-import { referenceModelPaths } from '../../config/model-paths';
 import type { Modality } from '../encode-request.schema';
 import { closePool, createPool, poolThreadIds, runTask } from '../workers/close-pool';
 import { hold, parcelChannel } from '../workers/parcel';
@@ -23,7 +21,7 @@ export class Preprocessor implements OnModuleDestroy {
   readonly defaultModel: string;
 
   constructor(private readonly config: AppConfig) {
-    const specs = visionModelsOf(config.encoder, projectRoot(), referenceModelPaths().vision);
+    const specs = visionModelsOf(config.encoder);
     this.models = new Map(specs.map((m) => [m.name, m]));
     this.defaultModel = specs[0]!.name;
     this.geometry = specs[0]!.geometry;
