@@ -1,3 +1,5 @@
+import { connect } from '@nats-io/transport-node';
+import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +7,7 @@ import request from 'supertest';
 import { projectRoot } from '../src/common/fs/project-root';
 import { dataUri, image, tone } from './support/media';
 import { sharedNatsUrl } from './support/shared-nats';
+import { uniquePrefix } from './support/app';
 import { writeUnmarkedModel } from './support/unmarked-model';
 import {
   runServiceToExit,
@@ -22,6 +25,20 @@ import {
 const REFERENCE = join(projectRoot(), 'models', 'qwen2-vl-2b-reference');
 /** Qwen3-VL-4B-Instruct's layout: 16-pixel patches, mean/std 0.5, DeepStack width 2560 × 4. */
 const QWEN3_VL = join(projectRoot(), 'models', 'qwen3-vl-4b-reference');
+
+/** InternVL3-1B-hf's layout: 448-pixel tiles (1 to 12, a thumbnail), 256 tokens a tile, width 896. */
+const INTERNVL = join(projectRoot(), 'models', 'internvl3-1b-reference');
+
+/** A safetensors file's one tensor: its header entry and its bytes. */
+function readTensor(file: string): { dtype: string; shape: number[]; data: Buffer } {
+  const buf = readFileSync(file);
+  const n = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8')) as Record<
+    string,
+    { dtype: string; shape: number[] }
+  >;
+  return { ...header.ec_cache!, data: buf.subarray(8 + n) };
+}
 
 type Edit = (json: Record<string, unknown>) => void;
 
@@ -169,6 +186,127 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
     expect(JSON.stringify(chat.body)).toContain('"image_grid_thw":[1,30,40]');
   });
 
+  it("serves an InternVL directory: 448-pixel tiles with a thumbnail, 256 tokens a tile, the projector's width, over /encode, NATS and vLLM's face, beside a Qwen2-VL model", async () => {
+    const ecPath = mkdtempSync(join(tmpdir(), 'epd-ivl-ec-'));
+    const prefix = uniquePrefix();
+    svc = await startServiceProcess({
+      EPD_SUBJECT_PREFIX: prefix,
+      EPD_MODEL_DIR: `${INTERNVL},${REFERENCE}`,
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
+      EPD_NATS_URL: sharedNatsUrl(),
+      EPD_VLLM_EC_PATH: ecPath,
+      EPD_VLLM_MODEL_ID: 'OpenGVLab/InternVL3-1B-hf',
+    });
+    const admin = (await request(svc.url).get('/admin/encoder')).body;
+    expect(admin.models.map((m: { name: string; family: string }) => [m.name, m.family])).toEqual([
+      ['internvl3-1b-reference', 'internvl'],
+      ['qwen2-vl-2b-reference', 'qwen2-vl'],
+    ]);
+    expect(admin.preprocessing.per_model[0]).toMatchObject({
+      patch_size: 14,
+      merge_size: 2,
+      image_mean: [0.485, 0.456, 0.406],
+      tiling: {
+        tile_size: 448,
+        min_tiles: 1,
+        max_tiles: 12,
+        thumbnail: true,
+        tokens_per_tile: 256,
+      },
+    });
+    // 1024×768 is 4:3: 4 × 3 tiles and the thumbnail, 13 × 256 = 3328 tokens of 896.
+    const png = await image(1024, 768, 'png');
+    const body = (id: string, items = [dataUri(png, 'image/png')], modality = 'image') => ({
+      req_id: id,
+      modality,
+      num_parts: 1,
+      part_idx: 0,
+      mm_items: items,
+    });
+    const res = await request(svc.url).post('/encode').send(body('ivl-1'));
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      embedding_len: 3328,
+      embedding_dim: 896,
+      embedding_size: 3328 * 896 * 4,
+    });
+    // Over NATS, the metadata a receiver waits for says the same before it allocates.
+    const nc = await connect({ servers: sharedNatsUrl() });
+    try {
+      const call = async (dp: string, data: object) =>
+        (await nc.request(`${prefix}.v1.${dp}`, JSON.stringify(data), { timeout: 30_000 })).json<{
+          response?: object;
+          err?: object;
+        }>();
+      expect((await call('encode', body('ivl-n'))).response).toMatchObject({
+        embedding_len: 3328,
+        embedding_dim: 896,
+      });
+      expect(
+        (await call('wait_metadata', { req_id: 'ivl-n', timeout_ms: 5000 })).response,
+      ).toMatchObject({ embedding_len: 3328, embedding_dim: 896, embedding_size: 3328 * 896 * 4 });
+      expect((await call('release', { req_id: 'ivl-n' })).err).toBeUndefined();
+    } finally {
+      await nc.close();
+    }
+    // A square 448² image is one tile, no thumbnail; the Qwen2-VL model by name beside it.
+    const square = dataUri(await image(448, 448, 'png'), 'image/png');
+    const one = await request(svc.url)
+      .post('/encode')
+      .send(body('ivl-2', [square]));
+    expect(one.body).toMatchObject({ embedding_len: 256, embedding_dim: 896 });
+    const qwen = await request(svc.url)
+      .post('/encode')
+      .send({ ...body('ivl-q2', [square]), model: 'qwen2-vl-2b-reference' });
+    expect(qwen.body).toMatchObject({ embedding_len: 256, embedding_dim: 1536 });
+    // Video is refused by name, before anything is loaded (one tile per frame is not built).
+    const video = await request(svc.url)
+      .post('/encode')
+      .send(body('ivl-v', [square, square], 'video'));
+    expect(video.status).toBe(400);
+    expect(video.body.message).toContain(
+      'model "internvl3-1b-reference" (internvl) takes no video here yet',
+    );
+    // vLLM's face: the grid as [tiles, 32, 32] (tokens = t·h·w / 4, as for every model) and
+    // the file's rows (the staging dtype, float32 by default), bit for bit the CLI's forward
+    // of the same image.
+    const chat = await request(svc.url)
+      .post('/v1/chat/completions')
+      .send({
+        model: 'OpenGVLab/InternVL3-1B-hf',
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image_url', image_url: { url: dataUri(png, 'image/png') }, uuid: 'ivl-v1' },
+            ],
+          },
+        ],
+      });
+    expect(chat.status).toBe(200);
+    expect(JSON.stringify(chat.body)).toContain('"image_grid_thw":[13,32,32]');
+    const file = readTensor(join(ecPath, 'ivl-v1', 'encoder_cache.safetensors'));
+    expect(file).toMatchObject({ dtype: 'F32', shape: [3328, 896] });
+    const dir = mkdtempSync(join(tmpdir(), 'epd-ivl-cli-'));
+    writeFileSync(join(dir, 'in.png'), png);
+    execFileSync(
+      process.execPath,
+      [
+        'dist/cli/embed.js',
+        join(dir, 'in.png'),
+        '--model-dir',
+        INTERNVL,
+        '--npy',
+        join(dir, 'out.npy'),
+      ],
+      { env: { ...process.env, EPD_ALLOW_REFERENCE_MODEL: 'true' } },
+    );
+    const npy = readFileSync(join(dir, 'out.npy'));
+    const values = npy.subarray(10 + npy.readUInt16LE(8));
+    expect(values.length).toBe(3328 * 896 * 4);
+    expect(values.equals(file.data)).toBe(true);
+  });
+
   it('a directory whose tower is not a stand-in starts without EPD_ALLOW_REFERENCE_MODEL (and without an audio stand-in)', async () => {
     const dir = variant('config.json', () => undefined);
     const tower = join(dir, 'vision-encoder.onnx');
@@ -210,7 +348,7 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
     [
       'a family not served yet',
       variant('config.json', (j) => (j.model_type = 'internvl_chat')),
-      /config\.json: model_type "internvl_chat" is not a family this encoder serves yet \(448-pixel tiles/,
+      /config\.json: model_type "internvl_chat" is not a family this encoder serves yet \(the original remote-code checkpoint; serve its transformers conversion/,
     ],
     [
       'a normalisation that divides by zero',
@@ -236,6 +374,16 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
         (j) => (j.patch_size = 16),
       ),
       /input 0 pixel_values has 1176 on axis 1, expected 1536/,
+    ],
+    [
+      "a patch tower in an InternVL directory (Qwen2-VL's tower where 448-pixel tiles are said)",
+      (() => {
+        const dir = join(mkdtempSync(join(tmpdir(), 'epd-modeldir-')), 'ivl');
+        cpSync(INTERNVL, dir, { recursive: true });
+        cpSync(join(REFERENCE, 'vision-encoder.onnx'), join(dir, 'vision-encoder.onnx'));
+        return dir;
+      })(),
+      /input 0 pixel_values has rank 2, expected 4.*Expected float32 \[tiles, 3, 448, 448\] → float32 \[tiles, 256, dim\]/,
     ],
     [
       'a width the tower does not output',

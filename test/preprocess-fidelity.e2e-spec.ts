@@ -96,7 +96,7 @@ function compare(name: string, file: Buffer, family: Family = QWEN2_VL): Diff {
 }
 
 /** The issue's targets, in normalised units. */
-function expectResizedWithinTargets(d: Diff): void {
+function expectResizedWithinTargets(d: Pick<Diff, 'max' | 'mean' | 'p999'>): void {
   expect(d.max).toBeLessThanOrEqual(0.4);
   expect(d.mean).toBeLessThanOrEqual(0.015);
   expect(d.p999).toBeLessThanOrEqual(0.2);
@@ -196,6 +196,81 @@ describe("image preprocessing matches the same port configured by Qwen3-VL-4B-In
       `  ${name} → ${w}x${h}: ${d.max.toExponential(2)} / ${d.mean.toExponential(2)} / ${d.p999.toExponential(2)}`,
     );
     const shrunk = h <= srcH && w <= srcW && (h < srcH || w < srcW);
+    if (shrunk) expectResizedWithinTargets(d);
+    else expect(d.max).toBe(0);
+  });
+});
+
+const INTERNVL_DIR = join(projectRoot(), 'models', 'internvl3-1b-reference');
+
+interface TiledDiff {
+  tiles: number[];
+  canvases: [number, number][];
+  rows: [number, number];
+  max: number;
+  mean: number;
+  p999: number;
+}
+
+/** Does our resize of `src` to `to` take libvips' reduce (both sides shrink), as the worker decides? */
+const reduces = (src: [number, number], to: [number, number]) =>
+  to[0] <= src[0] && to[1] <= src[1] && (to[0] < src[0] || to[1] < src[1]);
+
+describe("InternVL tiling matches a port of transformers' GotOcr2ImageProcessor as InternVLProcessor runs it, read at commit 0b97ca8d (Pillow)", () => {
+  const stats: string[] = [];
+  afterAll(() => {
+    process.stdout.write(
+      `InternVL: tiles, max / mean / p99.9 |diff| vs the reference:\n${stats.join('\n')}\n`,
+    );
+  });
+
+  // The same corpus: each image's tile arrangement, tile count and grid must be the
+  // reference's; the tiles are bit for bit the reference's when neither resize (to the
+  // canvas, and the thumbnail to one tile) shrinks both sides, else within the targets.
+  // Plus squares on each side of the tie rule (every n×n arrangement is as close as 1×1;
+  // the larger wins while the image's area exceeds half of it: 900² → 2×2, 1200² → 3×3).
+  const TIED: [string, () => Promise<Buffer>, string][] = [
+    ['tie square 900x900', async () => (await photo(900, 900)).png().toBuffer(), 'shrunk'],
+    ['tie square 1200x1200', async () => (await photo(1200, 1200)).png().toBuffer(), 'shrunk'],
+  ];
+  it.each([...CASES, ...TIED])('%s', async (name, make) => {
+    const file = await make();
+    const base = `ivl_${name.replace(/\W+/g, '_')}`;
+    const path = join(dir, base);
+    writeFileSync(path, file);
+    const ours = join(dir, `${base}.npy`);
+    const pre = JSON.parse(
+      execFileSync(
+        process.execPath,
+        ['dist/cli/embed.js', path, '--model-dir', INTERNVL_DIR, '--patches', ours],
+        { maxBuffer: 64 * 1024 * 1024 },
+      ).toString(),
+    ) as { shape: number[]; grids: number[][]; tokens: number };
+    const d = JSON.parse(
+      execFileSync(PYTHON, [
+        'test/interop/internvl_reference.py',
+        '--config',
+        join(INTERNVL_DIR, 'preprocessor_config.json'),
+        ours,
+        path,
+      ]).toString(),
+    ) as TiledDiff;
+    const tiles = d.tiles[0]!;
+    expect(d.rows).toEqual([tiles, tiles]);
+    expect(pre.shape).toEqual([tiles, 3 * 448 * 448]);
+    expect(pre.grids).toEqual([[tiles, 32, 32]]);
+    expect(pre.tokens).toBe(tiles * 256);
+    const meta = await sharp(file).metadata();
+    const turned = (meta.orientation ?? 1) >= 5;
+    const src: [number, number] = turned
+      ? [meta.height, meta.width]
+      : [meta.width, meta.height];
+    const [cols, rows] = d.canvases[0]!;
+    const shrunk =
+      reduces(src, [cols * 448, rows * 448]) || (tiles > 1 && reduces(src, [448, 448]));
+    stats.push(
+      `  ${name}: ${cols}x${rows} + ${tiles - cols * rows} thumbnail, ${d.max.toExponential(2)} / ${d.mean.toExponential(2)} / ${d.p999.toExponential(2)}`,
+    );
     if (shrunk) expectResizedWithinTargets(d);
     else expect(d.max).toBe(0);
   });

@@ -25,8 +25,8 @@ geometry (patch, merge, mean, std) and its min/max pixels (unless --min-pixels /
 service's default min/max pixels.
 
 --patches OUT writes what the model sees instead (the preprocessed rows, float32
-[rows, 1176] for 14-pixel patches, [rows, 1536] for 16) and skips the forward: compare
-it with a reference processor.`;
+[rows, 1176] for 14-pixel patches, [rows, 1536] for 16, [tiles, 602112] for InternVL's
+448-pixel tiles) and skips the forward: compare it with a reference processor.`;
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -83,7 +83,14 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify({ shape, grids: pre.grids, tokens: pre.tokens })}\n`);
     return;
   }
-  const feeds = modelInputs(session, pre.kind, pre.data, pre.grids, nMels);
+  const feeds = modelInputs(
+    session,
+    pre.kind,
+    pre.data,
+    pre.grids,
+    nMels,
+    pre.kind === 'vision' ? (dir?.geometry.tiling?.size ?? 0) : 0,
+  );
   const out = (await session.run(feeds))[session.outputNames[0]!]!;
   // Audio: the real rows of each window, as the service stages them.
   const data =
@@ -91,7 +98,8 @@ async function main(): Promise<void> {
       ? audioRows(out.data as Float32Array, out.dims, pre.windowTokens)
       : (out.data as Float32Array);
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  const shape = pre.kind === 'audio' ? [pre.tokens, Number(out.dims[2])] : out.dims.map(Number);
+  // [tokens, dim] for every model (a tiling tower's [tiles, tokens per tile, dim] flattened).
+  const shape = [pre.tokens, Number(out.dims.at(-1))];
   if (values.npy) writeFileSync(values.npy, Buffer.concat([npyHeader(shape, 'float32'), bytes]));
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   process.stdout.write(

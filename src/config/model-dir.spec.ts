@@ -120,4 +120,74 @@ describe('readModelDir', () => {
       readModelDir(dir({ ...PRE, patch_size: 100, min_pixels: 1, max_pixels: 9 }, cfg), '/'),
     ).toThrow(/patch_size=100: at most 64 is supported/);
   });
+
+  describe('InternVL (model_type internvl, a tiling family)', () => {
+    const IPRE = {
+      size: { height: 448, width: 448 },
+      min_patches: 1,
+      max_patches: 12,
+      crop_to_patches: false,
+      image_mean: [0.485, 0.456, 0.406],
+      image_std: [0.229, 0.224, 0.225],
+      resample: 3,
+    };
+    const ICFG = {
+      model_type: 'internvl',
+      downsample_ratio: 0.5,
+      image_seq_length: 256,
+      text_config: { hidden_size: 896 },
+      vision_config: { image_size: [448, 448], patch_size: [14, 14], hidden_size: 1024 },
+    };
+    const with_ = (pre: object, cfg: object) => dir({ ...IPRE, ...pre }, { ...ICFG, ...cfg });
+
+    it("reads the tiling from the files: 448 tiles, 1 to 12 with a thumbnail, 256 tokens a tile, the projector's width", () => {
+      expect(readModelDir(with_({}, {}), '/')).toMatchObject({
+        family: 'internvl',
+        width: 896,
+        geometry: {
+          patchSize: 14,
+          mergeSize: 2,
+          imageMean: [0.485, 0.456, 0.406],
+          tiling: { size: 448, minTiles: 1, maxTiles: 12, thumbnail: true },
+        },
+      });
+      // The processor's defaults where the file leaves min/max patches out; a lone int size.
+      const { min_patches: _a, max_patches: _b, ...bare } = IPRE;
+      const d = dir(bare, { ...ICFG, vision_config: { image_size: 448, patch_size: 14 } });
+      expect(readModelDir(d, '/').geometry.tiling).toMatchObject({ minTiles: 1, maxTiles: 12 });
+    });
+
+    it('names the file and key of what is missing or contradictory', () => {
+      expect(() => readModelDir(with_({ size: { height: 448, width: 224 } }, {}), '/')).toThrow(
+        /size\.height=448 and size\.width=224 differ: tiles are square/,
+      );
+      expect(() =>
+        readModelDir(
+          with_({}, { vision_config: { image_size: [336, 336], patch_size: [14, 14] } }),
+          '/',
+        ),
+      ).toThrow(/size\.height=448 contradicts .*config\.json: vision_config\.image_size=336/);
+      expect(() => readModelDir(with_({}, { downsample_ratio: undefined }), '/')).toThrow(
+        /config\.json: downsample_ratio is missing/,
+      );
+      expect(() => readModelDir(with_({}, { downsample_ratio: 0.3 }), '/')).toThrow(
+        /downsample_ratio=0\.3: must be 1\/n/,
+      );
+      expect(() => readModelDir(with_({}, { image_seq_length: 196 }), '/')).toThrow(
+        /image_seq_length=196 contradicts \(image_size \/ patch_size\)² × downsample_ratio² = 256/,
+      );
+      expect(() => readModelDir(with_({}, { text_config: {} }), '/')).toThrow(
+        /config\.json: text_config\.hidden_size is missing/,
+      );
+      expect(() => readModelDir(with_({ min_patches: 13 }, {}), '/')).toThrow(
+        /min_patches=13 exceeds max_patches=12/,
+      );
+      expect(() => readModelDir(with_({ resample: 2 }, {}), '/')).toThrow(
+        /resample=2: this encoder resizes with bicubic/,
+      );
+      expect(() =>
+        readModelDir(with_({}, { vision_config: { image_size: 448, patch_size: [14, 16] } }), '/'),
+      ).toThrow(/vision_config\.patch_size must be one positive integer or two equal ones/);
+    });
+  });
 });

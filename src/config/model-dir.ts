@@ -1,21 +1,32 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 import { projectRoot } from '../common/fs/project-root';
 import { referenceModelPaths } from './model-paths';
-import { DEFAULT_GEOMETRY, TEMPORAL_PATCH, type VisionGeometry } from '../common/vision-geometry';
+import {
+  DEFAULT_GEOMETRY,
+  TEMPORAL_PATCH,
+  tokensPerTile,
+  type VisionGeometry,
+} from '../common/vision-geometry';
+
+import {
+  MAX_MERGE,
+  MAX_PATCH,
+  MODEL_DIR_FILES,
+  ModelDirError,
+  isInt,
+  normalisation,
+  oneInteger,
+  readJson,
+  type Json,
+  type ModelDir,
+} from './model-dir-files';
+import { readTiledDir } from './model-dir-tiled';
+
+export { MODEL_DIR_FILES, ModelDirError, type ModelDir } from './model-dir-files';
 
 /** EPD_AUDIO_MODEL_PATH's value for "no audio model": audio requests are refused (400). */
 export const NO_AUDIO_MODEL = 'none';
-
-/** A model directory's files (EPD_MODEL_DIR). */
-export const MODEL_DIR_FILES = {
-  vision: 'vision-encoder.onnx',
-  audio: 'audio-encoder.onnx',
-  preprocessor: 'preprocessor_config.json',
-  config: 'config.json',
-} as const;
-
-type Json = Record<string, unknown>;
 
 /** A family this encoder serves: its name, and how its config.json states the embedding width. */
 interface Family {
@@ -69,79 +80,13 @@ const FAMILIES: Readonly<Record<string, Family>> = {
   qwen3_vl: QWEN3_VL,
   qwen3_vl_moe: { ...QWEN3_VL, name: 'qwen3-vl-moe' },
 };
+/** Tiling families (their own reader: readTiledDir). */
+const TILED_FAMILIES: Readonly<Record<string, string>> = { internvl: 'internvl' };
 /** Families users ask for that do not fit yet, and why. */
 const NOT_YET: Readonly<Record<string, string>> = {
-  internvl: '448-pixel tiles with a thumbnail and a pixel shuffle to 256 tokens per tile',
-  internvl_chat: '448-pixel tiles with a thumbnail and a pixel shuffle to 256 tokens per tile',
+  internvl_chat:
+    'the original remote-code checkpoint; serve its transformers conversion (model_type internvl, such as OpenGVLab/InternVL3-1B-hf), whose preprocessor_config.json states the tiling',
 };
-/** Sanity bounds on what a file may state (the ONNX tower's input width is checked at load too). */
-const MAX_PATCH = 64;
-const MAX_MERGE = 8;
-
-/** PIL's BICUBIC, the resample this encoder's preprocessing does; a checkpoint must agree. */
-const BICUBIC = 3;
-
-/** What a model directory says, and where each effective value came from. */
-export interface ModelDir {
-  dir: string;
-  /** The directory's base name: the model's name in /health, /metrics and the logs. */
-  name: string;
-  family: string;
-  visionPath: string;
-  audioPath?: string;
-  /** The embedding width the checkpoint's config declares (checked against the ONNX tower). */
-  width: number;
-  minPixels: number;
-  maxPixels: number;
-  /** Patch, merge and temporal patch sizes, mean and std: what the preprocessing does. */
-  geometry: VisionGeometry;
-}
-
-/** A model directory the encoder cannot serve: the message names the file and the key. */
-export class ModelDirError extends Error {
-  override readonly name = 'ModelDirError';
-}
-
-function readJson(dir: string, file: string): Json {
-  const path = join(dir, file);
-  if (!existsSync(path)) throw new ModelDirError(`${path} is missing (EPD_MODEL_DIR)`);
-  let value: unknown;
-  try {
-    value = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (err) {
-    throw new ModelDirError(`${path} is not JSON: ${(err as Error).message}`, { cause: err });
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new ModelDirError(`${path} is not a JSON object`);
-  return value as Json;
-}
-
-const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0;
-
-/** Where a value may be stated (`at`: file and key; `named`: how a contradiction names it). */
-interface Stated {
-  at: string;
-  named?: string;
-  value: unknown;
-}
-
-/**
- * One positive integer that may be stated in two places: at least one must state it, each
- * that does must give a positive integer, and the two must agree. The value, and where it
- * was read (the first place that states it).
- */
-function oneInteger(first: Stated, second: Stated, missing: string): { value: number; at: string } {
-  const stated = [first, second].filter((s) => s.value !== undefined);
-  if (stated.length === 0) throw new ModelDirError(missing);
-  for (const s of stated)
-    if (!isInt(s.value)) throw new ModelDirError(`${s.at} must be a positive integer`);
-  if (stated.length === 2 && first.value !== second.value)
-    throw new ModelDirError(
-      `${first.at}=${String(first.value)} contradicts ${second.named ?? second.at}=${String(second.value)}`,
-    );
-  return { value: stated[0]!.value as number, at: stated[0]!.at };
-}
-
 /**
  * Reads a model directory (EPD_MODEL_DIR): the ONNX tower (`vision-encoder.onnx`, and
  * `audio-encoder.onnx` when the family takes audio) beside the checkpoint's unmodified
@@ -162,12 +107,14 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
   const modelType = cfg.model_type;
   if (typeof modelType !== 'string')
     throw new ModelDirError(`${cfgFile}: model_type is missing (it names the model family)`);
+  if (TILED_FAMILIES[modelType])
+    return readTiledDir(dir, TILED_FAMILIES[modelType], pre, cfg, preFile, cfgFile);
   const fam = FAMILIES[modelType];
   if (!fam) {
     const why = NOT_YET[modelType];
     throw new ModelDirError(
       `${cfgFile}: model_type "${modelType}" is not a family this encoder serves yet` +
-        `${why ? ` (${why})` : ''}; it serves ${Object.keys(FAMILIES).join(', ')}`,
+        `${why ? ` (${why})` : ''}; it serves ${[...Object.keys(FAMILIES), ...Object.keys(TILED_FAMILIES)].join(', ')}`,
     );
   }
   const vision = cfg.vision_config;
@@ -195,26 +142,7 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
       `${preFile}: temporal_patch_size=${temporalPatchSize}: this encoder's patch layout writes ${TEMPORAL_PATCH} frames per patch`,
     );
 
-  /** Three numbers (std: each above zero). */
-  const triple = (key: string, positive: boolean): [number, number, number] => {
-    const value = pre[key];
-    if (value === undefined) throw new ModelDirError(`${preFile}: ${key} is missing`);
-    if (
-      !Array.isArray(value) ||
-      value.length !== 3 ||
-      !value.every((x) => typeof x === 'number' && Number.isFinite(x) && (!positive || x > 0))
-    )
-      throw new ModelDirError(
-        `${preFile}: ${key} must be three ${positive ? 'positive ' : ''}numbers`,
-      );
-    return value as [number, number, number];
-  };
-  const imageMean = triple('image_mean', false);
-  const imageStd = triple('image_std', true);
-  if (pre.resample !== undefined && pre.resample !== BICUBIC)
-    throw new ModelDirError(
-      `${preFile}: resample=${JSON.stringify(pre.resample)}: this encoder resizes with bicubic (3)`,
-    );
+  const { imageMean, imageStd } = normalisation(pre, preFile);
 
   // min/max pixels: the processor's own keys, or `size` as newer transformers write it.
   const size = (typeof pre.size === 'object' && pre.size !== null ? pre.size : {}) as Json;
@@ -355,5 +283,16 @@ export function preprocessingView(m: VisionModelSpec) {
     image_std: [...m.geometry.imageStd],
     min_pixels: m.minPixels,
     max_pixels: m.maxPixels,
+    ...(m.geometry.tiling
+      ? {
+          tiling: {
+            tile_size: m.geometry.tiling.size,
+            min_tiles: m.geometry.tiling.minTiles,
+            max_tiles: m.geometry.tiling.maxTiles,
+            thumbnail: m.geometry.tiling.thumbnail,
+            tokens_per_tile: tokensPerTile(m.geometry),
+          },
+        }
+      : {}),
   };
 }

@@ -2,8 +2,13 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { referenceModelPaths } from '../../config/model-paths';
-import { QWEN3_VL_GEOMETRY } from '../../common/vision-geometry';
-import { buildAudioModel, buildDeepStackVisionModel, buildVisionModel } from './reference-models';
+import { QWEN3_VL_GEOMETRY, type VisionGeometry } from '../../common/vision-geometry';
+import {
+  buildAudioModel,
+  buildDeepStackVisionModel,
+  buildTiledVisionModel,
+  buildVisionModel,
+} from './reference-models';
 
 export interface GeneratedModel {
   path: string;
@@ -57,8 +62,21 @@ export function writeVisionModel(dir: string, dim: number): string {
  *   mean/std, merger width 1536;
  * - Qwen/Qwen3-VL-4B-Instruct: size 65,536–16,777,216 pixels, patch 16, merge 2, temporal
  *   patch 2, mean/std 0.5, out_hidden_size 2560 with DeepStack layers [5, 11, 17], so rows
- *   2560 × 4 = 10,240 wide.
+ *   2560 × 4 = 10,240 wide;
+ * - OpenGVLab/InternVL3-1B-hf (transformers' conversion of InternVL3-1B): 448-pixel tiles,
+ *   1 to 12 with a thumbnail, ImageNet mean/std, patch 14, downsample_ratio 0.5 (256 tokens a
+ *   tile), projector width 896 (text_config.hidden_size, Qwen2.5-0.5B's).
  */
+/** InternVL3's tiling, as its directory states it (read back by config/model-dir.ts). */
+const INTERNVL3_GEOMETRY: VisionGeometry = {
+  patchSize: 14,
+  mergeSize: 2,
+  temporalPatchSize: 1,
+  imageMean: [0.485, 0.456, 0.406],
+  imageStd: [0.229, 0.224, 0.225],
+  tiling: { size: 448, minTiles: 1, maxTiles: 12, thumbnail: true },
+};
+
 export const REFERENCE_MODEL_DIRS = {
   'qwen2-vl-2b-reference': {
     build: () => buildVisionModel(1536),
@@ -125,6 +143,52 @@ export const REFERENCE_MODEL_DIRS = {
         patch_size: 16,
         spatial_merge_size: 2,
         temporal_patch_size: 2,
+      },
+    },
+  },
+  'internvl3-1b-reference': {
+    build: () => buildTiledVisionModel(INTERNVL3_GEOMETRY, 896),
+    // As transformers' conversion script writes it (GotOcr2ImageProcessorFast's saved
+    // attributes; crop_to_patches is the image processor's default, which InternVLProcessor
+    // overrides to true).
+    preprocessor: {
+      crop_to_patches: false,
+      data_format: 'channels_first',
+      default_to_square: true,
+      do_convert_rgb: true,
+      do_normalize: true,
+      do_rescale: true,
+      do_resize: true,
+      image_mean: [0.485, 0.456, 0.406],
+      image_processor_type: 'GotOcr2ImageProcessorFast',
+      image_std: [0.229, 0.224, 0.225],
+      max_patches: 12,
+      min_patches: 1,
+      processor_class: 'InternVLProcessor',
+      resample: 3,
+      rescale_factor: 0.00392156862745098,
+      size: { height: 448, width: 448 },
+    },
+    config: {
+      architectures: ['InternVLForConditionalGeneration'],
+      model_type: 'internvl',
+      downsample_ratio: 0.5,
+      image_seq_length: 256,
+      image_token_id: 151667,
+      projector_hidden_act: 'gelu',
+      vision_feature_layer: -1,
+      vision_feature_select_strategy: 'default',
+      text_config: { model_type: 'qwen2', hidden_size: 896 },
+      vision_config: {
+        model_type: 'internvl_vision',
+        hidden_size: 1024,
+        image_size: [448, 448],
+        intermediate_size: 4096,
+        num_attention_heads: 16,
+        num_hidden_layers: 24,
+        patch_size: [14, 14],
+        use_absolute_position_embeddings: true,
+        use_mean_pooling: true,
       },
     },
   },

@@ -195,6 +195,77 @@ export function buildDeepStackVisionModel(
   );
 }
 
+/** Width of the reference tiling tower's patch features (kept small: a tile has 1,024 patches). */
+const TILE_HIDDEN = 64;
+
+const ints = (name: string, values: number[]): onnx.IAttributeProto => ({
+  name,
+  type: onnx.AttributeProto.AttributeType.INTS,
+  ints: values,
+});
+
+/**
+ * Vision tower with InternVL's slot: pixel_values [tiles, 3, tile, tile] → embeddings [tiles,
+ * tokens per tile, dim]. Each tile is cut into patch × patch squares (reshape, transpose), each
+ * projected; the patch grid is pixel-shuffled by `merge` (merge² neighbouring patches per token:
+ * (448 / 14)² / 4 = 256 tokens), then an MLP to `dim`, as InternVL's mlp1 projects the
+ * shuffled features to the language model's width.
+ */
+export function buildTiledVisionModel(
+  geometry: VisionGeometry,
+  dim: number,
+  seed = REFERENCE_SEED + 3,
+): Uint8Array {
+  const rand = prng(seed);
+  const tile = geometry.tiling!.size;
+  const p = geometry.patchSize;
+  const m = geometry.mergeSize;
+  const side = tile / p; // patches per tile side
+  const patchIn = 3 * p * p;
+  const merged = TILE_HIDDEN * m * m;
+  const tokens = (side / m) ** 2;
+  const F = onnx.TensorProto.DataType.FLOAT;
+  return model(
+    {
+      name: 'epd-reference-vision-tiled',
+      input: [valueInfo('pixel_values', F, ['tiles', 3, tile, tile])],
+      output: [valueInfo('embeddings', F, ['tiles', tokens, dim])],
+      initializer: [
+        int64Tensor('split_shape', [0, 3, side, p, side, p]),
+        int64Tensor('patch_shape', [0, side * side, patchIn]),
+        floatTensor('patch_w', [patchIn, TILE_HIDDEN], weights(rand, patchIn, TILE_HIDDEN)),
+        floatTensor('patch_b', [TILE_HIDDEN], weights(rand, TILE_HIDDEN, 1)),
+        int64Tensor('grid_shape', [0, side / m, m, side / m, m, TILE_HIDDEN]),
+        int64Tensor('token_shape', [0, tokens, merged]),
+        floatTensor('mlp1_w', [merged, dim], weights(rand, merged, dim)),
+        floatTensor('mlp1_b', [dim], weights(rand, dim, 1)),
+        floatTensor('mlp2_w', [dim, dim], weights(rand, dim, dim)),
+        floatTensor('mlp2_b', [dim], weights(rand, dim, 1)),
+      ],
+      node: [
+        // [T, 3, side, p, side, p] → [T, side, side, 3, p, p]: each patch's values channel-major.
+        node('Reshape', ['pixel_values', 'split_shape'], ['split']),
+        { ...node('Transpose', ['split'], ['patches6']), attribute: [ints('perm', [0, 2, 4, 1, 3, 5])] },
+        node('Reshape', ['patches6', 'patch_shape'], ['patches']),
+        node('MatMul', ['patches', 'patch_w'], ['patch_mm']),
+        node('Add', ['patch_mm', 'patch_b'], ['patch_pre']),
+        node('Tanh', ['patch_pre'], ['patch']),
+        // Pixel shuffle: [T, side/m, m, side/m, m, H] → [T, side/m, side/m, m, m, H].
+        node('Reshape', ['patch', 'grid_shape'], ['grid']),
+        { ...node('Transpose', ['grid'], ['shuffled']), attribute: [ints('perm', [0, 1, 3, 2, 4, 5])] },
+        node('Reshape', ['shuffled', 'token_shape'], ['merged']),
+        node('MatMul', ['merged', 'mlp1_w'], ['mlp1_mm']),
+        node('Add', ['mlp1_mm', 'mlp1_b'], ['mlp1_pre']),
+        node('Relu', ['mlp1_pre'], ['mlp1']),
+        node('MatMul', ['mlp1', 'mlp2_w'], ['mlp2_mm']),
+        node('Add', ['mlp2_mm', 'mlp2_b'], ['embeddings']),
+      ],
+    },
+    'vision',
+    dim,
+  );
+}
+
 /**
  * Audio tower with Qwen2-Audio's slot: input_features [windows, 128, 3000] (Whisper
  * log-mel) → embeddings [windows, 750, dim]. Like the real tower it reduces time 4x:

@@ -270,9 +270,9 @@ export const Errors = {
       reqId,
       'invalid_request',
     ),
-  videoNotYet: (model: string, family: string, reqId?: string) =>
+  videoNotYet: (model: string, family: string, why: string, reqId?: string) =>
     new BadRequestError(
-      `model ${JSON.stringify(model)} (${family}) takes no video here yet: its video processor's own pixel bounds and frame timestamps are not implemented, so the grid would not be the one the language side computes`,
+      `model ${JSON.stringify(model)} (${family}) takes no video here yet: ${why}, so the grid would not be the one the language side computes`,
       reqId,
       'invalid_request',
     ),

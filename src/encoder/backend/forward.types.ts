@@ -86,6 +86,10 @@ export interface InferenceWorkerData {
     name: string;
     path: string;
     patchDim: number;
+    /** A tiling family's tile side (input [tiles, 3, tile, tile]); absent for patch rows. */
+    tile?: number;
+    /** A tiling family's tokens per tile (output [tiles, tokensPerTile, dim]). */
+    tokensPerTile?: number;
     expected?: { width: number; from: string };
   }[];
   /** ONNX Runtime's execution providers, in order (EPD_ORT_EXECUTION_PROVIDERS). */

@@ -25,6 +25,8 @@ import { announceLoaded } from '../workers/close-pool';
 // Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
 // thread for the whole forward; here that is this worker, never the main event loop.
 const data = Piscina.workerData as InferenceWorkerData;
+/** Each tiling model's tile side, by name (input [tiles, 3, tile, tile]). */
+const tiles = new Map(data.visionModels.filter((m) => m.tile).map((m) => [m.name, m.tile!]));
 
 let sessions:
   | Promise<{
@@ -89,11 +91,14 @@ function load() {
         session.inputMetadata,
         session.outputMetadata,
         m.patchDim,
+        m.tile ? { tile: m.tile, tokensPerTile: m.tokensPerTile! } : undefined,
       );
-      const dim = await outputDim(
-        session,
-        modelInputs(session, 'vision', new Float32Array(4 * m.patchDim), [[1, 2, 2]]),
-      );
+      // A probe of the smallest input: one merge group of patches, or one tile (a tiled
+      // feed reads only each grid's tile count).
+      const probe = m.tile
+        ? modelInputs(session, 'vision', new Float32Array(m.patchDim), [[1, 1, 1]], 0, m.tile)
+        : modelInputs(session, 'vision', new Float32Array(4 * m.patchDim), [[1, 2, 2]]);
+      const dim = await outputDim(session, probe);
       if (m.expected && dim !== m.expected.width)
         throw new Error(
           `${CONTRACT_ERROR_PREFIX}: vision model ${m.path} outputs width ${dim}, but ${m.expected.from} declares ${m.expected.width} (the embedding width its language model takes)`,
@@ -174,10 +179,12 @@ export async function info(): Promise<ModelInfo> {
  * each staged embedding owns its memory.
  */
 async function visionOutputs(task: ForwardTask, dims: readonly number[], values: Float32Array) {
-  const rows = Number(dims[0]);
-  const dim = Number(dims[1]);
+  // [tokens, dim], or a tiling family's [tiles, tokens per tile, dim]: the same rows in order.
+  const rows = dims.length === 3 ? Number(dims[0]) * Number(dims[1]) : Number(dims[0]);
+  const dim = Number(dims.at(-1));
   const expected = task.parts.reduce((n, p) => n + p.tokens, 0);
-  if (dims.length !== 2 || rows !== expected) throw Errors.tokenMismatch(rows, expected);
+  if (dims.length < 2 || dims.length > 3 || rows !== expected)
+    throw Errors.tokenMismatch(rows, expected);
   const staged = await stage(task.dtype, values);
   const whole = staged.byteOffset === 0 && staged.byteLength === staged.buffer.byteLength;
   const lone = task.parts[0]!;
@@ -244,6 +251,7 @@ async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardRe
     input,
     task.parts.flatMap((p) => p.grids),
     models.audioMels,
+    task.kind === 'vision' ? (tiles.get(task.model ?? data.visionModels[0]!.name) ?? 0) : 0,
   );
   const started = performance.now();
   const out = await session.run(feeds);

@@ -74,4 +74,46 @@ describe('checkModelContract', () => {
       ),
     ).toThrow('input 0 pixel_values has 1176 on axis 1, expected 1536');
   });
+
+  it("checks a tiling family's slot: [tiles, 3, tile, tile] in, [tiles, tokens per tile, dim] out", () => {
+    const tiling = { tile: 448, tokensPerTile: 256 };
+    const input = t('pixel_values', 'float32', ['tiles', 3, 448, 448]);
+    expect(() =>
+      checkModelContract(
+        'vision',
+        'i.onnx',
+        [input],
+        [t('e', 'float32', ['tiles', 256, 896])],
+        602112,
+        tiling,
+      ),
+    ).not.toThrow();
+    expect(() =>
+      checkModelContract(
+        'vision',
+        'i.onnx',
+        [input],
+        [t('e', 'float32', ['n', 896])],
+        602112,
+        tiling,
+      ),
+    ).not.toThrow();
+    let message = '';
+    try {
+      checkModelContract(
+        'vision',
+        'i.onnx',
+        [t('pixel_values', 'float32', ['tiles', 3, 336, 336]), t('g', 'int64', ['i', 3])],
+        [t('e', 'float32', ['tiles', 144, 896])],
+        602112,
+        tiling,
+      );
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain('input 0 pixel_values has 336 on axis 2, expected 448');
+    expect(message).toContain('output 0 e has 144 on axis 1, expected 256');
+    expect(message).toContain('it has 2 inputs, expected 1');
+    expect(message).toContain('Expected float32 [tiles, 3, 448, 448] → float32 [tiles, 256, dim]');
+  });
 });

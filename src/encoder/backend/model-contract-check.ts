@@ -20,6 +20,8 @@ const describe = (m: InferenceSession.ValueMetadata) =>
  * - vision: input 0 float32 `[patches, patchDim]` (1176 for 14-pixel patches, 1536 for
  *   16: the model's geometry), an optional input 1 int64 `[images, 3]` (grid_thw), output 0
  *   float32 `[tokens, dim]`;
+ * - vision, a tiling family (`tiling`: InternVL): input 0 float32 `[tiles, 3, tile, tile]`, no
+ *   other input, output 0 float32 `[tiles, tokens per tile, dim]` (or already `[tokens, dim]`);
  * - audio: input 0 float32 `[windows, n_mels, 3000]` (Whisper log-mel), output 0 float32
  *   `[windows, 750, dim]`.
  * Symbolic dimensions pass; a fixed one must be the contract's.
@@ -30,6 +32,7 @@ export function checkModelContract(
   inputs: Metadata,
   outputs: Metadata,
   patchDim: number,
+  tiling?: { tile: number; tokensPerTile: number },
 ): void {
   const problems: string[] = [];
   const tensor = (
@@ -51,7 +54,14 @@ export function checkModelContract(
         problems.push(`${what} ${m.name} has ${d} on axis ${axis}, expected ${size}`);
     }
   };
-  if (kind === 'vision') {
+  if (kind === 'vision' && tiling) {
+    tensor(inputs[0], 'input 0', 'float32', 4, { 1: 3, 2: tiling.tile, 3: tiling.tile });
+    const out = outputs[0];
+    // [tiles, tokens per tile, dim] (InternVL's projector output), or already [tokens, dim].
+    const rank = out?.isTensor && out.shape.length === 2 ? 2 : 3;
+    tensor(out, 'output 0', 'float32', rank, rank === 3 ? { 1: tiling.tokensPerTile } : {});
+    if (inputs.length > 1) problems.push(`it has ${inputs.length} inputs, expected 1`);
+  } else if (kind === 'vision') {
     tensor(inputs[0], 'input 0', 'float32', 2, { 1: patchDim });
     if (inputs[1]) tensor(inputs[1], 'input 1 (grid_thw)', 'int64', 2, { 1: 3 });
     tensor(outputs[0], 'output 0', 'float32', 2);
@@ -59,12 +69,13 @@ export function checkModelContract(
     tensor(inputs[0], 'input 0', 'float32', 3, { 2: AUDIO_MEL_FRAMES });
     tensor(outputs[0], 'output 0', 'float32', 3, { 1: AUDIO_TOKENS_PER_WINDOW });
   }
-  if (inputs.length > (kind === 'vision' ? 2 : 1))
+  if (!tiling && inputs.length > (kind === 'vision' ? 2 : 1))
     problems.push(`it has ${inputs.length} inputs, expected at most ${kind === 'vision' ? 2 : 1}`);
   if (problems.length === 0) return;
   const variable = kind === 'vision' ? 'EPD_MODEL_PATH' : 'EPD_AUDIO_MODEL_PATH';
-  const expected =
-    kind === 'vision'
+  const expected = tiling
+    ? `float32 [tiles, 3, ${tiling.tile}, ${tiling.tile}] → float32 [tiles, ${tiling.tokensPerTile}, dim]`
+    : kind === 'vision'
       ? `float32 [patches, ${patchDim}] (+ optional int64 grid_thw [images, 3]) → float32 [tokens, dim]`
       : `float32 [windows, n_mels, ${AUDIO_MEL_FRAMES}] → float32 [windows, ${AUDIO_TOKENS_PER_WINDOW}, dim]`;
   throw new Error(

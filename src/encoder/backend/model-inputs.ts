@@ -6,6 +6,8 @@ import { AUDIO_MEL_FRAMES, type ModelKind } from '../pipeline/model-contract';
  * - vision: `pixel_values` float32 [patches, patch dim] (the patches are the grids' t·h·w;
  *   the patch dim, 1176 or 1536, follows) and, for a model that declares a second input,
  *   `grid_thw` int64 [images, 3];
+ * - vision, a tiling family (`tile`: its side): `pixel_values` float32 [tiles, 3, tile,
+ *   tile], the tiles being the grids' t (each grid is [tiles, side, side] in patches);
  * - audio: `input_features` float32 [windows, nMels, 3000] (Whisper log-mel windows).
  * The one place the service, the embed CLI and the benchmarks build them.
  */
@@ -15,8 +17,15 @@ export function modelInputs(
   rows: Float32Array,
   grids: readonly (readonly [number, number, number])[] = [],
   nMels = 0,
+  tile = 0,
 ): Record<string, Tensor> {
   let dims: number[];
+  if (kind === 'vision' && tile > 0) {
+    const tiles = grids.reduce((n, [t]) => n + t, 0);
+    if (tiles === 0 || rows.length !== tiles * 3 * tile * tile)
+      throw new RangeError(`${rows.length} values are not the grids' ${tiles} tiles of ${tile}²`);
+    return { [session.inputNames[0]!]: new Tensor('float32', rows, [tiles, 3, tile, tile]) };
+  }
   if (kind === 'vision') {
     const patches = grids.reduce((n, [t, h, w]) => n + t * h * w, 0);
     if (patches === 0 || rows.length % patches !== 0)

@@ -18,7 +18,7 @@ import { referenceModelPaths } from '../../config/model-paths';
 import { servedModel, StartRefusedError, type ServedModel } from './model-marker';
 import { checkExecutionProviders } from './execution-providers';
 import { NO_AUDIO_MODEL, readModelDirs, visionModelsOf } from '../../config/model-dir';
-import { patchDim } from '../../common/vision-geometry';
+import { patchDim, tokensPerTile } from '../../common/vision-geometry';
 import { discard, handOn, isParcel } from '../workers/parcel';
 import { DTYPE_BYTES } from '../../transfer/frame';
 import { type SlabSlot, StagingSlab } from './staging-slab';
@@ -102,6 +102,9 @@ export class OnnxWorkerBackend extends EncoderBackend implements OnModuleDestroy
       name: m.name,
       path: m.path,
       patchDim: patchDim(m.geometry),
+      ...(m.geometry.tiling
+        ? { tile: m.geometry.tiling.size, tokensPerTile: tokensPerTile(m.geometry) }
+        : {}),
       ...(m.width !== undefined ? { expected: { width: m.width, from: m.widthFrom! } } : {}),
     }));
     const dir = config.encoder.modelDir

@@ -74,11 +74,24 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     if (!models.has(name)) throw Errors.unknownModel(name, quotedList(models.keys()), req.req_id);
     if (req.modality === 'audio' && name !== defaultModel)
       throw Errors.audioOnDefaultModel(name, defaultModel, req.req_id);
-    // Qwen3-VL's video processor has bounds of its own (video_preprocessor_config.json) and
-    // timestamps its frames: refused rather than encoded to a grid the receiver disagrees with.
-    const family = models.get(name)!.family;
+    // Refused rather than encoded to a grid the receiver disagrees with: Qwen3-VL's video
+    // processor has bounds of its own (video_preprocessor_config.json) and timestamps its
+    // frames; InternVL's resizes each frame to one tile with a sampler of its own.
+    const { family, geometry } = models.get(name)!;
     if (req.modality === 'video' && family.startsWith('qwen3-vl'))
-      throw Errors.videoNotYet(name, family, req.req_id);
+      throw Errors.videoNotYet(
+        name,
+        family,
+        "its video processor's own pixel bounds and frame timestamps are not implemented",
+        req.req_id,
+      );
+    if (req.modality === 'video' && geometry.tiling)
+      throw Errors.videoNotYet(
+        name,
+        family,
+        "its video processor's one tile per frame is not implemented",
+        req.req_id,
+      );
     return name;
   }
 

@@ -166,7 +166,7 @@ class Patcher {
  * (image_transforms.rescale and normalize); so an image at the grid size comes out
  * bit-identical to the reference processor.
  */
-function luts(g: VisionGeometry): [Float32Array, Float32Array, Float32Array] {
+export function luts(g: VisionGeometry): [Float32Array, Float32Array, Float32Array] {
   const f = Math.fround;
   const [r, gr, b] = [0, 1, 2].map((c) => {
     const mean = f(g.imageMean[c]!);

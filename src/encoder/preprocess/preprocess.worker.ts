@@ -2,6 +2,9 @@ import sharp from 'sharp';
 import {
   patchDim,
   resizeFactor,
+  tileCount,
+  tileGrid,
+  tiledCanvas,
   tokensForGrid,
   type VisionGeometry,
 } from '../../common/vision-geometry';
@@ -14,8 +17,9 @@ import { audioInfo } from '../../media/audio-decode';
 import { audioFeatures, audioTokens, audioWindows } from './audio';
 import { MEL_FRAMES } from './whisper-mel';
 import { patchValues, patchify } from './patchify';
+import { writeTile } from './tiles';
 import { awaitReturn, inputBuffer, inputPoolStats, type InputPoolStats } from './input-pool';
-import { loadBicubicResampler } from './resample';
+import { StageError, probe, rgbFrame, type Decoded } from './decode-frame';
 import type {
   PlanResult,
   PreprocessFailed,
@@ -32,90 +36,16 @@ type Produced = PreprocessResult<Float32Array>;
 // main event loop. sharp's own libvips threads do the pixel work below.
 sharp.cache(false);
 
-class StageError extends Error {
-  constructor(
-    readonly stage: 'load' | 'process',
-    readonly itemIndex: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-interface Decoded {
-  width: number;
-  height: number;
-  frames: number;
-}
-
-/** Width/height as displayed, i.e. after EXIF orientation. */
-async function probe(buf: Uint8Array, index: number, animated: boolean): Promise<Decoded> {
-  let meta: sharp.Metadata;
-  try {
-    meta = await sharp(buf, { animated }).metadata();
-  } catch (err) {
-    throw new StageError('load', index, (err as Error).message);
-  }
-  const frames = animated ? (meta.pages ?? 1) : 1;
-  const rawHeight = animated && meta.pageHeight ? meta.pageHeight : (meta.height ?? 0);
-  const rawWidth = meta.width ?? 0;
-  const swap = (meta.orientation ?? 1) >= 5;
-  return { width: swap ? rawHeight : rawWidth, height: swap ? rawWidth : rawHeight, frames };
-}
-
 /**
- * RGB bytes of one frame (`page` of an animated image), EXIF-oriented, alpha ignored
- * (the stored colour is kept, as transformers' convert("RGB") does, with or without a
- * resize), then resized to h × w with Pillow's bicubic (resample.ts), the resize the
- * reference processor uses. libvips decodes; it does not resize, because its upscale
- * samples half a pixel off Pillow's grid. One page at a time: a 260-frame GIF used to be
- * decoded whole, then sampled down to EPD_MAX_VIDEO_FRAMES.
+ * The size an image is resized to: smart resize for the Qwen-VL families; for a tiling
+ * family, the tile arrangement's canvas (rows × tile, columns × tile).
  */
-async function rgbFrame(
-  buf: Uint8Array,
-  index: number,
-  page: number,
-  h: number,
-  w: number,
-  limitInputPixels: number,
-): Promise<Uint8Array> {
-  let decoded: { data: Buffer; info: sharp.OutputInfo };
-  try {
-    decoded = await sharp(buf, { page, pages: 1, limitInputPixels })
-      .rotate()
-      .toColourspace('srgb')
-      .removeAlpha()
-      .raw()
-      .toBuffer({ resolveWithObject: true });
-  } catch (err) {
-    throw new StageError('load', index, (err as Error).message);
-  }
-  const { data, info } = decoded;
-  if (info.channels !== 3 || data.length !== info.width * info.height * 3) {
-    throw new StageError(
-      'load',
-      index,
-      `unexpected decoded layout ${info.width}x${info.height}x${info.channels}`,
-    );
-  }
-  if (w === info.width && h === info.height) return data;
-  // Shrinking on both axes, libvips' cubic reduce lands within the fidelity targets of
-  // Pillow's (measured: max 0.03, mean 0.003 in normalised units) at a fifth of the
-  // exact resampler's cost on a large photo; any upscaled axis goes through the exact one.
-  if (w <= info.width && h <= info.height) {
-    try {
-      return await sharp(data, { raw: { width: info.width, height: info.height, channels: 3 } })
-        .resize(w, h, { fit: 'fill', kernel: 'cubic' })
-        .raw()
-        .toBuffer();
-    } catch (err) {
-      throw new StageError('load', index, (err as Error).message);
-    }
-  }
-  return (await loadBicubicResampler()).resize(data, info.width, info.height, w, h);
-}
-
 function resize(d: Decoded, task: PreprocessTask, index: number): [number, number] {
+  const tiling = task.geometry.tiling;
+  if (tiling) {
+    const { cols, rows } = tiledCanvas(d.height, d.width, tiling);
+    return [rows * tiling.size, cols * tiling.size];
+  }
   try {
     return smartResize(
       d.height,
@@ -136,13 +66,21 @@ function sampleIndices(total: number, max: number): number[] {
   return Array.from({ length: max }, (_, i) => Math.floor((i * total) / max));
 }
 
+/** A tiling family's tiles for an image resized to its canvas of `h × w`. */
+function tilesOf(g: VisionGeometry, h: number, w: number): number {
+  const t = g.tiling!;
+  return tileCount(w / t.size, h / t.size, t);
+}
+
 const tokensOf = (g: VisionGeometry, frames: number, h: number, w: number) =>
-  tokensForGrid(
-    Math.ceil(frames / g.temporalPatchSize),
-    h / g.patchSize,
-    w / g.patchSize,
-    g.mergeSize,
-  );
+  g.tiling
+    ? tokensForGrid(...tileGrid(tilesOf(g, h, w), g), g.mergeSize)
+    : tokensForGrid(
+        Math.ceil(frames / g.temporalPatchSize),
+        h / g.patchSize,
+        w / g.patchSize,
+        g.mergeSize,
+      );
 
 /**
  * Every image of the request patchified straight into one array, sized from the headers:
@@ -157,6 +95,7 @@ async function images(task: PreprocessTask): Promise<Produced> {
       sizes.push(resize(await probe(buf, i, false), task, i));
   }
   const g = task.geometry;
+  if (g.tiling) return tiledImages(task, sizes);
   const values = sizes.reduce((n, [h, w]) => n + patchValues(1, h, w, g), 0);
   const data = inputBuffer(values); // each image's rows are all written
   const grids: [number, number, number][] = [];
@@ -168,6 +107,36 @@ async function images(task: PreprocessTask): Promise<Produced> {
     const { grid } = patchify([frame], h, w, g, data.subarray(offset, offset + length));
     grids.push([grid.t, grid.h, grid.w]);
     offset += length;
+  }
+  return packed(data, grids, g);
+}
+
+/**
+ * A tiling family's images (InternVL): each resized to its canvas and cut into tiles, row by
+ * row, then, with more than one tile, the thumbnail (the whole image resized to one tile),
+ * as transformers' GotOcr2ImageProcessor.crop_image_to_patches orders them. Every tile is
+ * one row of the model input; each image's grid is `[tiles, size / patch, size / patch]`.
+ */
+async function tiledImages(task: PreprocessTask, sizes: [number, number][]): Promise<Produced> {
+  const g = task.geometry;
+  const size = g.tiling!.size;
+  const dim = patchDim(g);
+  const counts = sizes.map(([h, w]) => tilesOf(g, h, w));
+  const data = inputBuffer(counts.reduce((n, c) => n + c, 0) * dim); // every tile is written
+  const grids: [number, number, number][] = [];
+  let offset = 0;
+  for (const [i, buf] of task.items.entries()) {
+    const [h, w] = sizes[i]!;
+    const canvas = await rgbFrame(buf, i, 0, h, w, task.maxDecodedPixels);
+    for (let top = 0; top < h; top += size)
+      for (let left = 0; left < w; left += size, offset += dim)
+        writeTile(canvas, w, top, left, g, data, offset);
+    if (counts[i]! > (h / size) * (w / size)) {
+      const thumbnail = await rgbFrame(buf, i, 0, size, size, task.maxDecodedPixels);
+      writeTile(thumbnail, size, 0, 0, g, data, offset);
+      offset += dim;
+    }
+    grids.push(tileGrid(counts[i]!, g));
   }
   return packed(data, grids, g);
 }
@@ -199,6 +168,8 @@ async function videoFrames(task: PreprocessTask): Promise<{
 }
 
 async function video(task: PreprocessTask): Promise<Produced> {
+  if (task.geometry.tiling)
+    throw new StageError('process', 0, 'a tiling model takes no video here yet');
   const { h, w, frames } = await videoFrames(task);
   const rgb: Uint8Array[] = [];
   for (const f of frames)
@@ -246,9 +217,15 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
       plan.itemTokens.push(tokensOf(task.geometry, 1, h, w));
       plan.tokens += plan.itemTokens[i]!;
       plan.decodedPixels += d.width * d.height;
-      plan.inputBytes += patchValues(1, h, w, task.geometry) * float32;
+      plan.inputBytes +=
+        (task.geometry.tiling
+          ? tilesOf(task.geometry, h, w) * patchDim(task.geometry)
+          : patchValues(1, h, w, task.geometry)) * float32;
     }
   } else {
+    // The encode path refuses it first (a 400 naming the model); this is the backstop.
+    if (task.geometry.tiling)
+      throw new StageError('process', 0, 'a tiling model takes no video here yet');
     const { h, w, frames, total } = await videoFrames(task);
     plan.tokens = tokensOf(task.geometry, frames.length, h, w);
     plan.itemTokens = [plan.tokens];
