@@ -1,6 +1,6 @@
 import { connect } from '@nats-io/transport-node';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
@@ -197,8 +197,11 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
       EPD_VLLM_EC_PATH: ecPath,
       EPD_VLLM_MODEL_ID: 'OpenGVLab/InternVL3-1B-hf',
     });
-    const admin = (await request(svc.url).get('/admin/encoder')).body;
-    expect(admin.models.map((m: { name: string; family: string }) => [m.name, m.family])).toEqual([
+    const admin = (await request(svc.url).get('/admin/encoder')).body as {
+      models: { name: string; family: string }[];
+      preprocessing: { per_model: object[] };
+    };
+    expect(admin.models.map((m) => [m.name, m.family])).toEqual([
       ['internvl3-1b-reference', 'internvl'],
       ['qwen2-vl-2b-reference', 'qwen2-vl'],
     ]);
@@ -305,6 +308,44 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
     const values = npy.subarray(10 + npy.readUInt16LE(8));
     expect(values.length).toBe(3328 * 896 * 4);
     expect(values.equals(file.data)).toBe(true);
+  });
+
+  it("Qwen3-VL video follows the directory's video_preprocessor_config.json, and without one is a 400 that names it", async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'epd-modeldir-')), 'q3-no-video');
+    cpSync(QWEN3_VL, dir, { recursive: true });
+    rmSync(join(dir, 'video_preprocessor_config.json'));
+    svc = await startServiceProcess({
+      EPD_MODEL_DIR: `${QWEN3_VL},${dir}`,
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
+      EPD_NATS_URL: sharedNatsUrl(),
+    });
+    const admin = (await request(svc.url).get('/admin/encoder')).body;
+    expect(admin.preprocessing.per_model[0].video).toEqual({
+      min_pixels: 4096,
+      max_pixels: 25165824,
+      cap_pixels_per_frame: false,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+    });
+    expect(admin.preprocessing.per_model[1].video).toBeUndefined();
+    const frame = dataUri(await image(640, 480, 'png'), 'image/png');
+    const body = (id: string, model?: string) => ({
+      req_id: id,
+      modality: 'video',
+      num_parts: 1,
+      part_idx: 0,
+      mm_items: [frame, frame, frame, frame],
+      ...(model ? { model } : {}),
+    });
+    // Four 640×480 frames: 2 temporal patches of 30×40, 600 tokens.
+    const ok = await request(svc.url).post('/encode').send(body('q3-video'));
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ embedding_len: 600, embedding_dim: 10240 });
+    const refused = await request(svc.url).post('/encode').send(body('q3-no-video', 'q3-no-video'));
+    expect(refused.status).toBe(400);
+    expect(refused.body.message).toContain(
+      'model "q3-no-video" (qwen3-vl) takes no video here yet: its directory has no video_preprocessor_config.json',
+    );
   });
 
   it('a directory whose tower is not a stand-in starts without EPD_ALLOW_REFERENCE_MODEL (and without an audio stand-in)', async () => {

@@ -121,16 +121,17 @@ describe('several models in one process (e2e)', () => {
       .send({ ...encodeBody('mm-audio', [dataUri(tone(0.5), 'audio/wav')], 'audio'), model: Q3 });
     expect(audio.status).toBe(400);
     expect(audio.body.message).toContain(`model "${Q3}" serves no audio`);
-    // Qwen3-VL video: refused by name (its video processor is not implemented), while the
-    // default (Qwen2-VL) model takes the same frames.
+    // Qwen3-VL video, by name: its video processor's bounds (video_preprocessor_config.json)
+    // size the grid; two 64×64 frames are one temporal patch of 4×4 patches, 4 tokens.
     const frames = [await image(64, 64, 'png'), await image(64, 64, 'png')].map((b) =>
       dataUri(b, 'image/png'),
     );
     const video = await request(svc.url)
       .post('/encode')
       .send({ ...encodeBody('mm-video-q3', frames, 'video'), model: Q3 });
-    expect(video.status).toBe(400);
-    expect(video.body.message).toContain(`model "${Q3}" (qwen3-vl) takes no video here yet`);
+    expect(video.status).toBe(200);
+    expect(video.body).toMatchObject({ embedding_len: 4, embedding_dim: 10240 });
+    expect((await call('release', { req_id: 'mm-video-q3' })).err).toBeUndefined();
     const videoDefault = await request(svc.url)
       .post('/encode')
       .send(encodeBody('mm-video-q2', frames, 'video'));
@@ -160,8 +161,9 @@ describe('several models in one process (e2e)', () => {
     );
     expect(out).toMatch(/^model\s+family\s+stand-in\s+encodes ok \/ error \/ rejected$/m);
     expect(out).toMatch(/^qwen2-vl-2b-reference\s+qwen2-vl\s+yes\s+\d+ \/ 0 \/ 0$/m);
+    // Qwen3-VL's: its two images and its video, by name.
     expect(out).toMatch(
-      new RegExp(`^${Q3.replace(/[./-]/g, '\\$&')}\\s+qwen3-vl\\s+yes\\s+2 / 0 / 0$`, 'm'),
+      new RegExp(`^${Q3.replace(/[./-]/g, '\\$&')}\\s+qwen3-vl\\s+yes\\s+3 / 0 / 0$`, 'm'),
     );
   });
 

@@ -262,9 +262,7 @@ describe("InternVL tiling matches a port of transformers' GotOcr2ImageProcessor 
     expect(pre.tokens).toBe(tiles * 256);
     const meta = await sharp(file).metadata();
     const turned = (meta.orientation ?? 1) >= 5;
-    const src: [number, number] = turned
-      ? [meta.height, meta.width]
-      : [meta.width, meta.height];
+    const src: [number, number] = turned ? [meta.height, meta.width] : [meta.width, meta.height];
     const [cols, rows] = d.canvases[0]!;
     const shrunk =
       reduces(src, [cols * 448, rows * 448]) || (tiles > 1 && reduces(src, [448, 448]));
@@ -273,5 +271,95 @@ describe("InternVL tiling matches a port of transformers' GotOcr2ImageProcessor 
     );
     if (shrunk) expectResizedWithinTargets(d);
     else expect(d.max).toBe(0);
+  });
+});
+
+describe("Qwen3-VL video matches a port of transformers' Qwen3VLVideoProcessor, read at commit 04e7e5e6, configured by the checkpoint's video_preprocessor_config.json (Pillow's resize)", () => {
+  const videoConfig = join(QWEN3_VL_DIR, 'video_preprocessor_config.json');
+  const stats: string[] = [];
+  afterAll(() => {
+    process.stdout.write(`Qwen3-VL video: grid, max / mean / p99.9 |diff|:\n${stats.join('\n')}\n`);
+  });
+
+  /** Our patches (the CLI, as built) and the port's, for the same frame files. */
+  function compareVideo(name: string, frames: Buffer[]) {
+    const paths = frames.map((f, i) => {
+      const path = join(dir, `q3v_${name}_${i}.png`);
+      writeFileSync(path, f);
+      return path;
+    });
+    const ours = join(dir, `q3v_${name}.npy`);
+    const run = () =>
+      execFileSync(
+        process.execPath,
+        [
+          'dist/cli/embed.js',
+          ...paths,
+          '--modality',
+          'video',
+          '--model-dir',
+          QWEN3_VL_DIR,
+          '--patches',
+          ours,
+        ],
+        { maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] },
+      ).toString();
+    let pre: { grids: number[][]; shape: number[] } | undefined;
+    let refused = '';
+    try {
+      pre = JSON.parse(run()) as { grids: number[][]; shape: number[] };
+    } catch (err) {
+      refused = String((err as { stderr?: Buffer }).stderr ?? err);
+    }
+    const ref = JSON.parse(
+      execFileSync(PYTHON, [
+        'test/interop/qwen3vl_video_reference.py',
+        videoConfig,
+        ours,
+        ...paths,
+      ]).toString(),
+    ) as {
+      grid?: number[];
+      rows?: number[];
+      max: number;
+      mean: number;
+      p999: number;
+      error?: string;
+    };
+    return { pre, refused, ref };
+  }
+
+  const frames = async (n: number, make: () => Promise<sharp.Sharp>) =>
+    Promise.all(Array.from({ length: n }, async () => (await make()).png().toBuffer()));
+
+  it.each([
+    // [name, frames, width, height, what the resize does]
+    ['4 frames 640x480 (the grid as it is)', 4, 640, 480, 'identical'],
+    ['3 frames 333x517 (odd: the last repeated)', 3, 333, 517, 'shrunk'],
+    // Over the video processor's bounds (25,165,824 pixels over all frames): 672×1216 a
+    // frame, where the image processor's (16,777,216 an image) would keep 736×1280.
+    ['30 frames 1280x720 (over the bounds: every frame counts)', 30, 1280, 720, 'shrunk'],
+    ['2 frames 20x30 (a side under 32: scaled up first)', 2, 20, 30, 'identical'],
+  ] as const)('%s', async (name, n, w, h, kind) => {
+    const { pre, ref } = compareVideo(
+      name.replace(/\W+/g, '_'),
+      await frames(n, () => (n === 4 ? Promise.resolve(noise(w, h, 3)) : photo(w, h))),
+    );
+    expect(pre).toBeDefined();
+    expect(pre!.grids).toEqual([ref.grid]);
+    expect(ref.rows![0]).toBe(ref.rows![1]);
+    if (n === 30) expect(ref.grid).toEqual([15, 42, 76]);
+    stats.push(
+      `  ${name}: ${JSON.stringify(ref.grid)}, ${ref.max.toExponential(2)} / ${ref.mean.toExponential(2)} / ${ref.p999.toExponential(2)}`,
+    );
+    if (kind === 'identical') expect(ref.max).toBe(0);
+    else expectResizedWithinTargets(ref);
+  });
+
+  it('one frame is refused by both: fewer than the temporal factor', async () => {
+    const { pre, refused, ref } = compareVideo('one', await frames(1, () => photo(64, 64)));
+    expect(pre).toBeUndefined();
+    expect(refused).toContain('a video needs at least 2 frames here, it has 1');
+    expect(ref.error).toContain('must be larger than temporal_factor:2');
   });
 });

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { VisionGeometry } from '../common/vision-geometry';
+import type { VideoBounds, VisionGeometry } from '../common/vision-geometry';
 
 /** Bump when preprocessing changes a pixel or a sample (resampler, patch layout, mel): old entries then miss. */
 export const PREPROCESS_VERSION = 'qwen2vl-bicubic-f32lut-1/whisper-mel-1';
@@ -15,6 +15,8 @@ export interface Fingerprint {
   stagingDtype: string;
   /** The patch geometry, when a model directory gives one other than the default. */
   geometry?: VisionGeometry;
+  /** Video to a model with a video processor of its own (Qwen3-VL): its bounds. */
+  video?: VideoBounds;
   /**
    * The tenant whose request this is (common/tenant.ts): tenants share no entry, neither
    * by content (whose hits would tell one tenant what another encoded) nor by hash.

@@ -10,8 +10,8 @@ import {
 } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
-import { visionModelsOf } from '../config/model-dir';
-import { DEFAULT_GEOMETRY, type VisionGeometry } from '../common/vision-geometry';
+import { visionModelsOf, type VisionModelSpec } from '../config/model-dir';
+import { DEFAULT_GEOMETRY } from '../common/vision-geometry';
 import { ProcessRole } from '../config/process-role';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { ParentLink } from '../transport/parent-link';
@@ -85,8 +85,8 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly hints = new Map<string, string>();
   private readonly at: string;
 
-  /** Each vision model's patch geometry, by its file: keys a vision entry when not the default's. */
-  private readonly geometries: Map<string, VisionGeometry>;
+  /** Each vision model, by its file: its geometry and bounds key a vision entry when not the default's. */
+  private readonly specs: Map<string, VisionModelSpec>;
 
   constructor(
     private readonly config: AppConfig,
@@ -96,7 +96,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     link: ParentLink,
     role: ProcessRole,
   ) {
-    this.geometries = new Map(visionModelsOf(config.encoder).map((m) => [m.path, m.geometry]));
+    this.specs = new Map(visionModelsOf(config.encoder).map((m) => [m.path, m]));
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
     this.at = cacheFetchSubject(
       config.nats.subjectPrefix,
@@ -225,10 +225,19 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     const { minPixels, maxPixels, maxVideoFrames, stagingDtype } = this.config.encoder;
     const model = await this.modelHash(modelPath);
     const fp = { modality, model, minPixels, maxPixels, maxVideoFrames, stagingDtype, tenant };
-    // A model directory's normalisation is not in the tower's bytes: it keys the entry too.
-    // (Only then, so the default model's keys, and the caches that hold them, stay as they are.)
-    const geometry = this.geometries.get(modelPath) ?? DEFAULT_GEOMETRY;
-    return modality === 'audio' || geometry === DEFAULT_GEOMETRY ? fp : { ...fp, geometry };
+    // A model directory's normalisation and bounds are not in the tower's bytes: they key the
+    // entry too. (Only then, so the default model's keys, and the caches that hold them, stay
+    // as they are.) Each model's own pixel bounds, and a video's own, where it has them.
+    const spec = this.specs.get(modelPath);
+    const geometry = spec?.geometry ?? DEFAULT_GEOMETRY;
+    if (modality === 'audio' || geometry === DEFAULT_GEOMETRY) return fp;
+    return {
+      ...fp,
+      geometry,
+      minPixels: spec!.minPixels,
+      maxPixels: spec!.maxPixels,
+      ...(modality === 'video' && spec!.video ? { video: spec!.video } : {}),
+    };
   }
 
   /**

@@ -68,6 +68,7 @@ async function main(): Promise<void> {
     modality,
     items: positionals.map((f) => readFileSync(f)),
     geometry: dir?.geometry ?? DEFAULT_GEOMETRY,
+    ...(dir?.video ? { video: dir.video } : {}),
     minPixels: Number(values['min-pixels'] ?? dir?.minPixels ?? defaults.minPixels),
     maxPixels: Number(values['max-pixels'] ?? dir?.maxPixels ?? defaults.maxPixels),
     maxVideoFrames: 64,

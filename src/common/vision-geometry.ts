@@ -37,6 +37,20 @@ export interface Tiling {
   readonly thumbnail: boolean;
 }
 
+/**
+ * A video processor's own bounds (Qwen3-VL's `video_preprocessor_config.json`): the smart
+ * resize counts every frame's pixels against them (see videoSmartResize), and the video's
+ * normalisation may differ from the image's.
+ */
+export interface VideoBounds {
+  readonly minPixels: number;
+  readonly maxPixels: number;
+  /** transformers' `cap_pixels_per_frame` (qwen-vl-utils' per-frame cap); off by default. */
+  readonly capPixelsPerFrame: boolean;
+  readonly imageMean: readonly [number, number, number];
+  readonly imageStd: readonly [number, number, number];
+}
+
 export const CHANNELS = 3;
 
 /**

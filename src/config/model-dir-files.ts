@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { VisionGeometry } from '../common/vision-geometry';
+import type { VideoBounds, VisionGeometry } from '../common/vision-geometry';
 
 /**
  * What every family's reader of a model directory shares: its file names, the result, the
@@ -12,6 +12,7 @@ export const MODEL_DIR_FILES = {
   audio: 'audio-encoder.onnx',
   preprocessor: 'preprocessor_config.json',
   config: 'config.json',
+  video: 'video_preprocessor_config.json',
 } as const;
 
 export type Json = Record<string, unknown>;
@@ -36,6 +37,8 @@ export interface ModelDir {
   maxPixels: number;
   /** Patch, merge and temporal patch sizes, mean and std: what the preprocessing does. */
   geometry: VisionGeometry;
+  /** Qwen3-VL: the video processor's own bounds (video_preprocessor_config.json), when present. */
+  video?: VideoBounds;
 }
 
 /** A model directory the encoder cannot serve: the message names the file and the key. */

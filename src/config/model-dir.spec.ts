@@ -190,4 +190,47 @@ describe('readModelDir', () => {
       ).toThrow(/vision_config\.patch_size must be one positive integer or two equal ones/);
     });
   });
+
+  it("reads Qwen3-VL's video processor (video_preprocessor_config.json) where present, and refuses one that contradicts the image processor", () => {
+    const pre = { ...PRE, patch_size: 16, size: { shortest_edge: 65536, longest_edge: 16777216 } };
+    const cfg = {
+      model_type: 'qwen3_vl',
+      vision_config: {
+        out_hidden_size: 2560,
+        deepstack_visual_indexes: [5, 11, 17],
+        patch_size: 16,
+      },
+    };
+    const d = dir(pre, cfg, 'q3v');
+    expect(readModelDir(d, '/').video).toBeUndefined();
+    const video = {
+      size: { shortest_edge: 4096, longest_edge: 25165824 },
+      patch_size: 16,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+    };
+    writeFileSync(join(d, 'video_preprocessor_config.json'), JSON.stringify(video));
+    expect(readModelDir(d, '/').video).toEqual({
+      minPixels: 4096,
+      maxPixels: 25165824,
+      capPixelsPerFrame: false,
+      imageMean: [0.5, 0.5, 0.5],
+      imageStd: [0.5, 0.5, 0.5],
+    });
+    const bad = dir(pre, cfg, 'q3v-bad');
+    writeFileSync(
+      join(bad, 'video_preprocessor_config.json'),
+      JSON.stringify({ ...video, patch_size: 14 }),
+    );
+    expect(() => readModelDir(bad, '/')).toThrow(
+      /video_preprocessor_config\.json: patch_size=14 contradicts the image processor's 16/,
+    );
+    writeFileSync(
+      join(bad, 'video_preprocessor_config.json'),
+      JSON.stringify({ ...video, size: { shortest_edge: 4096 } }),
+    );
+    expect(() => readModelDir(bad, '/')).toThrow(
+      /video_preprocessor_config\.json: size\.longest_edge is missing/,
+    );
+  });
 });

@@ -6,6 +6,7 @@ import {
   DEFAULT_GEOMETRY,
   TEMPORAL_PATCH,
   tokensPerTile,
+  type VideoBounds,
   type VisionGeometry,
 } from '../common/vision-geometry';
 
@@ -31,6 +32,8 @@ export const NO_AUDIO_MODEL = 'none';
 /** A family this encoder serves: its name, and how its config.json states the embedding width. */
 interface Family {
   name: string;
+  /** Its video processor has bounds of its own (video_preprocessor_config.json): Qwen3-VL. */
+  videoBounds?: boolean;
   /** The width of one embedding row (what the tower must output), and the key it came from. */
   width(v: Json, cfgFile: string): number;
 }
@@ -54,6 +57,7 @@ function visionInt(v: Json, key: string, cfgFile: string, what: string): number 
  */
 const QWEN3_VL: Family = {
   name: 'qwen3-vl',
+  videoBounds: true,
   width(v, cfgFile) {
     const out = visionInt(v, 'out_hidden_size', cfgFile, 'the merged output width');
     const deepstack = v.deepstack_visual_indexes;
@@ -163,7 +167,17 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
   if (!existsSync(visionPath))
     throw new ModelDirError(`${visionPath} is missing (the ONNX vision tower)`);
   const audioPath = join(dir, MODEL_DIR_FILES.audio);
+  const videoFile = join(dir, MODEL_DIR_FILES.video);
+  const video =
+    fam.videoBounds && existsSync(videoFile)
+      ? readVideoBounds(readJson(dir, MODEL_DIR_FILES.video), videoFile, {
+          patchSize,
+          mergeSize,
+          temporalPatchSize,
+        })
+      : undefined;
   return {
+    ...(video ? { video } : {}),
     dir,
     name: basename(dir),
     family,
@@ -174,6 +188,52 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
     maxPixels,
     geometry: Object.freeze({ patchSize, mergeSize, temporalPatchSize, imageMean, imageStd }),
   };
+}
+
+/**
+ * Qwen3-VL's video processor (video_preprocessor_config.json): its pixel bounds
+ * (`size.shortest_edge` / `size.longest_edge`, or `min_pixels` / `max_pixels`), its mean and
+ * std, `cap_pixels_per_frame`; a patch, merge or temporal patch it states must be the image
+ * processor's (one tower reads both).
+ */
+function readVideoBounds(
+  pre: Json,
+  file: string,
+  image: { patchSize: number; mergeSize: number; temporalPatchSize: number },
+): VideoBounds {
+  for (const [key, value] of [
+    ['patch_size', image.patchSize],
+    ['merge_size', image.mergeSize],
+    ['temporal_patch_size', image.temporalPatchSize],
+  ] as const)
+    if (pre[key] !== undefined && pre[key] !== value)
+      throw new ModelDirError(
+        `${file}: ${key}=${JSON.stringify(pre[key])} contradicts the image processor's ${value}`,
+      );
+  const size = (typeof pre.size === 'object' && pre.size !== null ? pre.size : {}) as Json;
+  const pixels = (key: string, sizeKey: string): number =>
+    oneInteger(
+      { at: `${file}: size.${sizeKey}`, value: size[sizeKey] },
+      { at: `${file}: ${key}`, named: key, value: pre[key] },
+      `${file}: size.${sizeKey} is missing (nor is ${key})`,
+    ).value;
+  const minPixels = pixels('min_pixels', 'shortest_edge');
+  const maxPixels = pixels('max_pixels', 'longest_edge');
+  if (minPixels > maxPixels)
+    throw new ModelDirError(
+      `${file}: size.shortest_edge=${minPixels} exceeds size.longest_edge=${maxPixels}`,
+    );
+  const cap = pre.cap_pixels_per_frame;
+  if (cap !== undefined && cap !== null && typeof cap !== 'boolean')
+    throw new ModelDirError(`${file}: cap_pixels_per_frame must be true or false`);
+  const { imageMean, imageStd } = normalisation(pre, file);
+  return Object.freeze({
+    minPixels,
+    maxPixels,
+    capPixelsPerFrame: cap === true,
+    imageMean,
+    imageStd,
+  });
 }
 
 /**
@@ -231,6 +291,8 @@ export interface VisionModelSpec {
   width?: number;
   /** Where the width was read. */
   widthFrom?: string;
+  /** Qwen3-VL with a video_preprocessor_config.json: its video bounds. */
+  video?: VideoBounds;
 }
 
 /**
@@ -269,6 +331,7 @@ export function visionModelsOf(encoder: {
     maxPixels: i === 0 ? encoder.maxPixels : d.maxPixels,
     width: d.width,
     widthFrom: join(d.dir, MODEL_DIR_FILES.config),
+    ...(d.video ? { video: d.video } : {}),
   }));
 }
 
@@ -283,6 +346,17 @@ export function preprocessingView(m: VisionModelSpec) {
     image_std: [...m.geometry.imageStd],
     min_pixels: m.minPixels,
     max_pixels: m.maxPixels,
+    ...(m.video
+      ? {
+          video: {
+            min_pixels: m.video.minPixels,
+            max_pixels: m.video.maxPixels,
+            cap_pixels_per_frame: m.video.capPixelsPerFrame,
+            image_mean: [...m.video.imageMean],
+            image_std: [...m.video.imageStd],
+          },
+        }
+      : {}),
     ...(m.geometry.tiling
       ? {
           tiling: {

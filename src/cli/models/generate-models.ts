@@ -62,7 +62,8 @@ export function writeVisionModel(dir: string, dim: number): string {
  *   mean/std, merger width 1536;
  * - Qwen/Qwen3-VL-4B-Instruct: size 65,536–16,777,216 pixels, patch 16, merge 2, temporal
  *   patch 2, mean/std 0.5, out_hidden_size 2560 with DeepStack layers [5, 11, 17], so rows
- *   2560 × 4 = 10,240 wide;
+ *   2560 × 4 = 10,240 wide; its video processor's bounds 4,096–25,165,824 pixels over all
+ *   frames;
  * - OpenGVLab/InternVL3-1B-hf (transformers' conversion of InternVL3-1B): 448-pixel tiles,
  *   1 to 12 with a thumbnail, ImageNet mean/std, patch 14, downsample_ratio 0.5 (256 tokens a
  *   tile), projector width 896 (text_config.hidden_size, Qwen2.5-0.5B's).
@@ -120,6 +121,17 @@ export const REFERENCE_MODEL_DIRS = {
       image_std: [0.5, 0.5, 0.5],
       processor_class: 'Qwen3VLProcessor',
       image_processor_type: 'Qwen2VLImageProcessorFast',
+    },
+    // The video processor's own bounds: every kept frame counts (4,096–25,165,824 pixels).
+    video: {
+      size: { longest_edge: 25165824, shortest_edge: 4096 },
+      patch_size: 16,
+      temporal_patch_size: 2,
+      merge_size: 2,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+      processor_class: 'Qwen3VLProcessor',
+      video_processor_type: 'Qwen3VLVideoProcessor',
     },
     config: {
       architectures: ['Qwen3VLForConditionalGeneration'],
@@ -200,10 +212,12 @@ export function ensureReferenceModelDirs(options: { force?: boolean } = {}): Gen
   for (const [name, spec] of Object.entries(REFERENCE_MODEL_DIRS)) {
     const dir = join(root, name);
     out.push(write(join(dir, 'vision-encoder.onnx'), spec.build, options.force ?? false));
-    for (const [file, value] of [
+    const files: [string, object][] = [
       ['preprocessor_config.json', spec.preprocessor],
       ['config.json', spec.config],
-    ] as const) {
+    ];
+    if ('video' in spec) files.push(['video_preprocessor_config.json', spec.video]);
+    for (const [file, value] of files) {
       const text = `${JSON.stringify(value, null, 2)}\n`;
       out.push(write(join(dir, file), () => Buffer.from(text), options.force ?? false));
     }

@@ -75,14 +75,14 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     if (req.modality === 'audio' && name !== defaultModel)
       throw Errors.audioOnDefaultModel(name, defaultModel, req.req_id);
     // Refused rather than encoded to a grid the receiver disagrees with: Qwen3-VL's video
-    // processor has bounds of its own (video_preprocessor_config.json) and timestamps its
-    // frames; InternVL's resizes each frame to one tile with a sampler of its own.
-    const { family, geometry } = models.get(name)!;
-    if (req.modality === 'video' && family.startsWith('qwen3-vl'))
+    // processor has bounds of its own (its directory's video_preprocessor_config.json), and
+    // InternVL's resizes each frame to one tile with a sampler of its own.
+    const { family, geometry, video } = models.get(name)!;
+    if (req.modality === 'video' && family.startsWith('qwen3-vl') && !video)
       throw Errors.videoNotYet(
         name,
         family,
-        "its video processor's own pixel bounds and frame timestamps are not implemented",
+        "its directory has no video_preprocessor_config.json, whose pixel bounds decide a video's grid",
         req.req_id,
       );
     if (req.modality === 'video' && geometry.tiling)

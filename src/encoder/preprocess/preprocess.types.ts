@@ -2,7 +2,7 @@ import type { MessagePort } from 'node:worker_threads';
 import type { ForwardPart } from '../backend/forward.types';
 import type { ModelInput } from '../workers/parcel';
 import type { Modality } from '../../common/kernel';
-import type { VisionGeometry } from '../../common/vision-geometry';
+import type { VideoBounds, VisionGeometry } from '../../common/vision-geometry';
 import type { ModelKind } from '../pipeline/model-contract';
 
 export interface PreprocessTask {
@@ -12,6 +12,8 @@ export interface PreprocessTask {
   geometry: VisionGeometry;
   minPixels: number;
   maxPixels: number;
+  /** Video, Qwen3-VL: the video processor's own bounds and normalisation. */
+  video?: VideoBounds;
   maxVideoFrames: number;
   /** No single decoded image or frame may be larger (sharp's limitInputPixels). */
   maxDecodedPixels: number;

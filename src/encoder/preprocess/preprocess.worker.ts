@@ -6,6 +6,7 @@ import {
   tileGrid,
   tiledCanvas,
   tokensForGrid,
+  type VideoBounds,
   type VisionGeometry,
 } from '../../common/vision-geometry';
 import { reclaimAfter } from '../workers/reclaim';
@@ -26,7 +27,7 @@ import type {
   PreprocessResult,
   PreprocessTask,
 } from './preprocess.types';
-import { SmartResizeError, smartResize } from './smart-resize';
+import { SmartResizeError, cappedVideoPixels, smartResize, videoSmartResize } from './smart-resize';
 import { announceLoaded } from '../workers/close-pool';
 
 /** The values themselves (an empty array once shipped in the task's parcel). */
@@ -154,7 +155,6 @@ async function videoFrames(task: PreprocessTask): Promise<{
 }> {
   const probes: Decoded[] = [];
   for (const [i, buf] of task.items.entries()) probes.push(await probe(buf, i, true));
-  const [h, w] = resize(probes[0]!, task, 0);
   const total = probes.reduce((n, d) => n + d.frames, 0);
   const frames: { item: number; page: number; pixels: number }[] = [];
   let item = 0;
@@ -164,8 +164,48 @@ async function videoFrames(task: PreprocessTask): Promise<{
     const d = probes[item]!;
     frames.push({ item, page: index - first, pixels: d.width * d.height });
   }
+  const [h, w] = task.video
+    ? videoResize(probes[0]!, frames.length, task, task.video)
+    : resize(probes[0]!, task, 0);
   return { h, w, frames, total };
 }
+
+/**
+ * A video processor with bounds of its own (Qwen3-VL): its smart resize counts every kept
+ * frame against them (capped per frame when the checkpoint says so).
+ */
+function videoResize(
+  d: Decoded,
+  frames: number,
+  task: PreprocessTask,
+  v: VideoBounds,
+): [number, number] {
+  const g = task.geometry;
+  const factor = resizeFactor(g);
+  const max = v.capPixelsPerFrame
+    ? cappedVideoPixels(frames, factor, v.minPixels, v.maxPixels)
+    : v.maxPixels;
+  try {
+    return videoSmartResize(
+      frames,
+      d.height,
+      d.width,
+      g.temporalPatchSize,
+      factor,
+      v.minPixels,
+      max,
+    );
+  } catch (err) {
+    if (err instanceof SmartResizeError) throw new StageError('process', 0, err.message);
+    throw err;
+  }
+}
+
+/** The geometry a video is patchified with: the model's, with its video processor's mean/std. */
+const videoGeometry = (task: PreprocessTask): VisionGeometry =>
+  task.video
+    ? { ...task.geometry, imageMean: task.video.imageMean, imageStd: task.video.imageStd }
+    : task.geometry;
 
 async function video(task: PreprocessTask): Promise<Produced> {
   if (task.geometry.tiling)
@@ -174,7 +214,7 @@ async function video(task: PreprocessTask): Promise<Produced> {
   const rgb: Uint8Array[] = [];
   for (const f of frames)
     rgb.push(await rgbFrame(task.items[f.item]!, f.item, f.page, h, w, task.maxDecodedPixels));
-  const g = task.geometry;
+  const g = videoGeometry(task);
   const { data, grid } = patchify(rgb, h, w, g, inputBuffer(patchValues(rgb.length, h, w, g)));
   return packed(data, [[grid.t, grid.h, grid.w]], g);
 }

@@ -99,6 +99,7 @@ export class Preprocessor implements OnModuleDestroy {
       geometry: m.geometry,
       minPixels: m.minPixels,
       maxPixels: m.maxPixels,
+      ...(m.video ? { video: m.video } : {}),
       maxVideoFrames,
       maxDecodedPixels,
       nMels,

@@ -44,3 +44,68 @@ export function smartResize(
   }
   return [h, w];
 }
+
+/**
+ * Qwen3-VL's video smart resize (transformers' video_processing_qwen3_vl): as the image's,
+ * but the pixel bounds count every frame (`t_bar × h × w` against the video processor's
+ * `size`, with `t_bar` the frame count rounded half-even to the temporal factor), and a
+ * side under `factor` first scales the frame up (truncating, as `int()` does). Fewer frames
+ * than the temporal factor is an error, as there. Returns [height, width].
+ */
+export function videoSmartResize(
+  frames: number,
+  height: number,
+  width: number,
+  temporalFactor: number,
+  factor: number,
+  minPixels: number,
+  maxPixels: number,
+): [number, number] {
+  if (frames < temporalFactor)
+    throw new SmartResizeError(
+      `a video needs at least ${temporalFactor} frames here, it has ${frames}`,
+    );
+  if (height <= 0 || width <= 0)
+    throw new SmartResizeError(`invalid frame size ${width}x${height}`);
+  if (height < factor || width < factor) {
+    const scale = Math.max(factor / height, factor / width);
+    height = Math.trunc(height * scale);
+    width = Math.trunc(width * scale);
+  }
+  const ratio = Math.max(height, width) / Math.min(height, width);
+  if (ratio > MAX_ASPECT_RATIO)
+    throw new SmartResizeError(
+      `absolute aspect ratio must be smaller than ${MAX_ASPECT_RATIO}, got ${ratio}`,
+    );
+  let h = roundHalfEven(height / factor) * factor;
+  let w = roundHalfEven(width / factor) * factor;
+  const t = roundHalfEven(frames / temporalFactor) * temporalFactor;
+  if (t * h * w > maxPixels) {
+    const beta = Math.sqrt((frames * height * width) / maxPixels);
+    h = Math.max(factor, Math.floor(height / beta / factor) * factor);
+    w = Math.max(factor, Math.floor(width / beta / factor) * factor);
+  } else if (t * h * w < minPixels) {
+    const beta = Math.sqrt(minPixels / (frames * height * width));
+    h = Math.ceil((height * beta) / factor) * factor;
+    w = Math.ceil((width * beta) / factor) * factor;
+  }
+  return [h, w];
+}
+
+/**
+ * The video processor's `cap_pixels_per_frame` (qwen-vl-utils' rule): each frame's pixels
+ * at most 768 tokens' worth or an even share of `maxPixels`, and at least 1.05 ×
+ * `minPixels`; the bound for all `frames` together.
+ */
+export function cappedVideoPixels(
+  frames: number,
+  factor: number,
+  minPixels: number,
+  maxPixels: number,
+): number {
+  const perFrame = Math.max(
+    Math.min(768 * factor * factor, Math.floor(maxPixels / frames)),
+    Math.trunc(minPixels * 1.05),
+  );
+  return perFrame * frames;
+}
