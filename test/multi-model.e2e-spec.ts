@@ -36,6 +36,8 @@ describe('several models in one process (e2e)', () => {
       EPD_ALLOW_REFERENCE_MODEL: 'true',
       EPD_VLLM_EC_PATH: mkdtempSync(join(tmpdir(), 'epd-mm-ec-')),
       EPD_VLLM_MODEL_ID: VLLM_ID,
+      // Each model may hold 5% of the 1 GiB working-memory budget (53,687,091 bytes).
+      EPD_MODEL_WORK_SHARE: '0.05',
     });
     nc = await connect({ servers: sharedNatsUrl() });
   }, 60_000);
@@ -165,6 +167,31 @@ describe('several models in one process (e2e)', () => {
     expect(out).toMatch(
       new RegExp(`^${Q3.replace(/[./-]/g, '\\$&')}\\s+qwen3-vl\\s+yes\\s+3 / 0 / 0$`, 'm'),
     );
+  });
+
+  it('each model holds at most its share of working memory (EPD_MODEL_WORK_SHARE): a part over it is a 507 naming the model, and the shares drain to zero', async () => {
+    // 1400×1600 on the default model (its directory's 12.8 M pixel bound keeps 1400×1596):
+    // 100 × 114 patches of 1176 float32 plus the decoded pixels, about 60 MB: within the
+    // 1 GiB budget, over the model's share.
+    const res = await request(svc.url)
+      .post('/encode')
+      .send(encodeBody('mm-share', [await png(1400, 1600)]));
+    expect(res.status).toBe(507);
+    expect(res.body.message).toMatch(
+      /^request needs \d+ bytes of working memory, more than model "qwen2-vl-2b-reference"'s share of 53687091 \(EPD_MODEL_WORK_SHARE of EPD_WORK_MAX_BYTES\)$/,
+    );
+    // The same image to the other model (16-pixel patches, under its share) is served.
+    const other = await request(svc.url)
+      .post('/encode')
+      .send({ ...encodeBody('mm-share-q3', [await png(700, 800)]), model: Q3 });
+    expect(other.status).toBe(200);
+    expect((await call('release', { req_id: 'mm-share-q3' })).err).toBeUndefined();
+    const memory = (await request(svc.url).get('/admin/encoder')).body.memory as {
+      model_share_bytes: number;
+      per_model: Record<string, number>;
+    };
+    expect(memory.model_share_bytes).toBe(53687091);
+    expect(memory.per_model).toEqual({ 'qwen2-vl-2b-reference': 0, [Q3]: 0 });
   });
 
   it("vLLM's face: the chat's model chooses the tower (EPD_VLLM_MODEL_ID is the default's), the grid follows it", async () => {

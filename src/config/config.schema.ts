@@ -80,6 +80,7 @@ export const configSchema = z
       maxPending: positiveInt,
       stagingMaxBytes: positiveInt,
       workMaxBytes: positiveInt,
+      modelWorkShare: z.coerce.number().gt(0).max(1),
       stagingDtype: z.enum(['float32', 'float16', 'bfloat16']),
       stagingSlabBytes: z.coerce.number().int().min(0),
       // Encoder worker processes; above 1 this process supervises and dispatches to them.
@@ -249,6 +250,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_MAX_PENDING: ['encoder', 'maxPending'],
   EPD_STAGING_MAX_BYTES: ['encoder', 'stagingMaxBytes'],
   EPD_WORK_MAX_BYTES: ['encoder', 'workMaxBytes'],
+  EPD_MODEL_WORK_SHARE: ['encoder', 'modelWorkShare'],
   EPD_DP_SIZE: ['encoder', 'dpSize'],
   EPD_DP_RANK: ['encoder', 'dpRank'],
   EPD_DP_WORKER: ['encoder', 'dpWorker'],

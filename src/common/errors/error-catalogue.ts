@@ -187,6 +187,20 @@ export const Errors = {
       reqId,
       'memory_busy',
     ),
+  modelShareBusy: (model: string, need: number, held: number, share: number, reqId?: string) =>
+    new MMError(
+      `working memory busy for model ${JSON.stringify(model)}: need ${need} bytes, its requests hold ${held} of its share of ${share} (EPD_MODEL_WORK_SHARE of EPD_WORK_MAX_BYTES); retry later`,
+      503,
+      reqId,
+      'memory_busy',
+    ),
+  modelShareTooLarge: (model: string, need: number, share: number, reqId?: string) =>
+    new MMError(
+      `request needs ${need} bytes of working memory, more than model ${JSON.stringify(model)}'s share of ${share} (EPD_MODEL_WORK_SHARE of EPD_WORK_MAX_BYTES)`,
+      507,
+      reqId,
+      'work_too_large',
+    ),
   workTooLarge: (need: number, max: number, reqId?: string) =>
     new MMError(
       `request needs ${need} bytes of working memory, more than the budget of ${max} (EPD_WORK_MAX_BYTES)`,

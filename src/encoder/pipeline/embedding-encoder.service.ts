@@ -59,7 +59,7 @@ export class EmbeddingEncoder {
   async encode(req: EncodeRequest, state: ReqState, deadline: number): Promise<Encoded> {
     // The request's share of the working-memory budget: its loads as they arrive, then
     // each part it encodes from its plan until that part's forward ends.
-    const work = this.admission.work.lease(req.req_id);
+    const work = this.admission.work.lease(req.req_id, this.stages.modelOf(req));
     try {
       return await this.encodeWithin(req, state, deadline, work);
     } finally {

@@ -6,6 +6,7 @@ import { ProfilerService } from '../../profiling/profiler.service';
 import type { Modality } from '../encode-request.schema';
 import { EncoderMetrics, type EncodeOutcome, type EncodeReport } from './encoder.metrics';
 import { WorkBudget } from './work-budget';
+import { visionModelsOf } from '../../config/model-dir';
 import { LoadMeter } from './load-meter';
 import { Clock } from '../../common/clock';
 import { ObjectTier } from '../../cache/object-tier';
@@ -33,7 +34,13 @@ export class EncodeAdmission {
     clock: Clock,
     tier: ObjectTier,
   ) {
-    this.work = new WorkBudget(config.encoder.workMaxBytes, () => clock.now());
+    // With several models, each may hold at most its share (EPD_MODEL_WORK_SHARE).
+    this.work = new WorkBudget(
+      config.encoder.workMaxBytes,
+      () => clock.now(),
+      visionModelsOf(config.encoder).map((m) => m.name),
+      config.encoder.modelWorkShare,
+    );
     this.load = new LoadMeter(() => clock.now(), config.scale.windowS);
     metrics.pendingFrom(() => this.pending);
     metrics.workFrom(this.work);

@@ -33,6 +33,12 @@ export interface WorkBudgetStats {
   immediate: number;
   waited: number;
   waited_ms: number;
+  /**
+   * Several models served: the most one model's requests may hold (EPD_MODEL_WORK_SHARE ×
+   * the budget), and what each holds now. Absent with one model.
+   */
+  model_share_bytes?: number;
+  per_model?: Record<string, number>;
 }
 
 /**
@@ -48,20 +54,35 @@ export interface WorkBudgetStats {
  */
 export class WorkBudget {
   private used = 0;
+  /** Several models: each one's bytes held, and the most it may hold. */
+  private readonly byModel = new Map<string, number>();
+  private readonly modelShare: number;
   private readonly queue: Waiter[] = [];
   private readonly refused = { busy: 0, too_large: 0 };
   private immediate = 0;
   private waited = 0;
   private waitedMs = 0;
 
+  /**
+   * `models`: the served models' names; with more than one, each may hold at most `share`
+   * of the budget, so a flood of one model's requests always leaves room for another's.
+   */
   constructor(
     readonly maxBytes: number,
     private readonly now: () => number,
-  ) {}
+    models: readonly string[] = [],
+    share = 1,
+  ) {
+    this.modelShare = models.length > 1 ? Math.floor(maxBytes * share) : Infinity;
+    if (models.length > 1) for (const m of models) this.byModel.set(m, 0);
+  }
 
-  /** A request's account: everything it holds goes back with release(). No req_id: a body. */
-  lease(reqId?: string): WorkLease {
-    return new WorkLease(this, reqId);
+  /**
+   * A request's account: everything it holds goes back with release(). No req_id: a body.
+   * `model`: the served model the request is for (its share is charged too).
+   */
+  lease(reqId?: string, model?: string): WorkLease {
+    return new WorkLease(this, reqId, this.byModel.has(model ?? '') ? model : undefined);
   }
 
   get inUse(): number {
@@ -78,6 +99,9 @@ export class WorkBudget {
       immediate: this.immediate,
       waited: this.waited,
       waited_ms: Math.round(this.waitedMs),
+      ...(this.byModel.size > 0
+        ? { model_share_bytes: this.modelShare, per_model: Object.fromEntries(this.byModel) }
+        : {}),
     };
   }
 
@@ -86,6 +110,10 @@ export class WorkBudget {
     if (!this.fits(bytes)) {
       this.refused.busy++;
       throw Errors.memoryBusy(bytes, this.maxBytes - this.used, this.maxBytes, lease.reqId);
+    }
+    if (!this.modelFits(lease, bytes)) {
+      this.refused.busy++;
+      throw this.shareBusy(lease, bytes);
     }
     this.credit(lease, bytes);
   }
@@ -97,7 +125,13 @@ export class WorkBudget {
       this.refused.too_large++;
       return Promise.reject(Errors.workTooLarge(lease.held + bytes, this.maxBytes, lease.reqId));
     }
-    if (this.queue.length === 0 && this.fits(bytes)) {
+    if (lease.model !== undefined && lease.held + bytes > this.modelShare) {
+      this.refused.too_large++;
+      return Promise.reject(
+        Errors.modelShareTooLarge(lease.model, lease.held + bytes, this.modelShare, lease.reqId),
+      );
+    }
+    if (this.queue.length === 0 && this.fits(bytes) && this.modelFits(lease, bytes)) {
       this.immediate++;
       this.credit(lease, bytes);
       return Promise.resolve();
@@ -120,7 +154,11 @@ export class WorkBudget {
           () => {
             this.drop(waiter);
             this.refused.busy++;
-            reject(Errors.memoryBusy(bytes, this.maxBytes - this.used, this.maxBytes, lease.reqId));
+            reject(
+              this.fits(bytes) && !this.modelFits(lease, bytes)
+                ? this.shareBusy(lease, bytes)
+                : Errors.memoryBusy(bytes, this.maxBytes - this.used, this.maxBytes, lease.reqId),
+            );
           },
           Math.min(2 ** 31 - 1, Math.max(0, deadline - this.now())),
         );
@@ -130,13 +168,43 @@ export class WorkBudget {
   }
 
   /** @internal WorkLease's: gives `bytes` back and lets the waiters that now fit in. */
-  give(bytes: number): void {
+  give(lease: WorkLease, bytes: number): void {
     this.used -= bytes;
+    if (lease.model !== undefined)
+      this.byModel.set(lease.model, this.byModel.get(lease.model)! - bytes);
     this.grantWaiting();
   }
 
   private fits(bytes: number): boolean {
     return this.used + bytes <= this.maxBytes;
+  }
+
+  /** Within the lease's model's share (always, for a lease of no model or with one model). */
+  private modelFits(lease: WorkLease, bytes: number): boolean {
+    return lease.model === undefined || this.byModel.get(lease.model)! + bytes <= this.modelShare;
+  }
+
+  /**
+   * Nothing of `model` is held outside the queue: its waiters' loaded bytes fill its share and
+   * none can leave, so its first waiter goes in over the share (by at most one part).
+   */
+  private modelStuck(model: string): boolean {
+    return (
+      this.queue.reduce(
+        (n, w) => (w.lease.model === model ? n - w.lease.held : n),
+        this.byModel.get(model)!,
+      ) <= 0
+    );
+  }
+
+  private shareBusy(lease: WorkLease, bytes: number) {
+    return Errors.modelShareBusy(
+      lease.model!,
+      bytes,
+      this.byModel.get(lease.model!)!,
+      this.modelShare,
+      lease.reqId,
+    );
   }
 
   private stuck(): boolean {
@@ -146,6 +214,8 @@ export class WorkBudget {
   private credit(lease: WorkLease, bytes: number): void {
     this.used += bytes;
     lease.held += bytes;
+    if (lease.model !== undefined)
+      this.byModel.set(lease.model, this.byModel.get(lease.model)! + bytes);
   }
 
   private drop(waiter: Waiter): void {
@@ -156,13 +226,22 @@ export class WorkBudget {
   }
 
   /**
-   * The head goes in when it fits, or when nothing outside the queue holds any bytes:
-   * then only waiters' loaded bytes fill the budget, and none of them can ever leave it.
-   * That overcommits by at most one part, so the peak stays under twice the budget.
+   * In arrival order, the first waiter goes in when it fits, or when nothing outside the
+   * queue holds any bytes: then only waiters' loaded bytes fill the budget, and none of them
+   * can ever leave it. That overcommits by at most one part, so the peak stays under twice
+   * the budget. A waiter whose model's share is full (and not stuck the same way) is passed
+   * over: another model's waiters behind it may go in; the budget as a whole keeps the order.
    */
   private grantWaiting(): void {
-    while (this.queue.length > 0 && (this.fits(this.queue[0]!.bytes) || this.stuck())) {
-      const w = this.queue.shift()!;
+    for (let i = 0; i < this.queue.length;) {
+      const w = this.queue[i]!;
+      const model = w.lease.model;
+      if (model !== undefined && !this.modelFits(w.lease, w.bytes) && !this.modelStuck(model)) {
+        i++;
+        continue;
+      }
+      if (!this.fits(w.bytes) && !this.stuck()) return;
+      this.queue.splice(i, 1);
       this.credit(w.lease, w.bytes);
       w.grant();
     }
@@ -180,6 +259,8 @@ export class WorkLease {
   constructor(
     private readonly budget: WorkBudget,
     readonly reqId?: string,
+    /** The served model whose share it counts against (several models only). */
+    readonly model?: string,
   ) {}
 
   /** Bytes being loaded: taken at once or refused (503 `memory_busy`). */
@@ -196,6 +277,6 @@ export class WorkLease {
   release(): void {
     const held = this.held;
     this.held = 0;
-    if (held > 0) this.budget.give(held);
+    if (held > 0) this.budget.give(this, held);
   }
 }

@@ -135,6 +135,31 @@ describe('EncodeScheduler', () => {
     ]);
   });
 
+  it("gives each model its turn: a flood of one model's videos delays another model's request by one forward, not the flood", async () => {
+    const blocker = scheduler.submit(job('block'));
+    // Ten unfusable requests of the default model queue first, then one of q3.
+    const flood = Array.from({ length: 10 }, (_, i) =>
+      scheduler.submit(job(`f${i}`, { fusable: false })),
+    );
+    const q3 = scheduler.submit(job('q3', { model: 'q3' }));
+    backend.auto = true;
+    backend.finishOne();
+    await Promise.all([blocker, ...flood, q3]);
+    const order = backend.calls.map((c) => c.model ?? 'default');
+    // The blocker (default) ran; q3 had not had a turn yet, so it went next.
+    expect(order.slice(0, 3)).toEqual(['default', 'q3', 'default']);
+    expect(order.filter((m) => m === 'default')).toHaveLength(11);
+    // One model alone keeps arrival order.
+    backend.calls = [];
+    backend.auto = false;
+    const b2 = scheduler.submit(job('b2', { fusable: false }));
+    const seq = ['s0', 's1', 's2'].map((id) => scheduler.submit(job(id, { fusable: false })));
+    backend.auto = true;
+    backend.finishOne();
+    await Promise.all([b2, ...seq]);
+    expect(backend.calls.map((c) => c.parts.length)).toEqual([1, 1, 1, 1]);
+  });
+
   it('skips work whose deadline passed before it ran, answering 504 "encoder batch timed out"', async () => {
     const blocker = scheduler.submit(job('block'));
     const late = scheduler.submit(job('late', { deadline: Date.now() - 1 }));

@@ -62,6 +62,11 @@ export interface SchedulerStats {
  * previous forward runs. Image and audio requests of the same model fuse up to
  * EPD_MAX_BATCH_SIZE; video runs alone. Expired or released work is skipped before it
  * runs. A failed fused batch is retried request by request so one bad input fails alone.
+ *
+ * With several models served, each has its own turn: the next forward is the model served
+ * least recently that has work queued (its oldest request first), so a flood of one
+ * model's requests delays another's by one forward at a time, not by the whole flood.
+ * With one model this is plain arrival order. Health probes go first.
  */
 @Injectable()
 export class EncodeScheduler {
@@ -78,6 +83,9 @@ export class EncodeScheduler {
     };
   private readonly dtype: StagingDtype;
   private observer?: ForwardObserver;
+  /** Each served model's last turn (a forward counter): one entry per model, a handful. */
+  private readonly turns = new Map<string, number>();
+  private forwards = 0;
 
   constructor(
     private readonly backend: EncoderBackend,
@@ -134,28 +142,55 @@ export class EncodeScheduler {
     });
   }
 
-  /** Removes and returns the next batch; expired and cancelled jobs met on the way are answered. */
-  private takeBatch(): Job[] {
-    const now = this.clock.now();
-    const batch: Job[] = [];
+  /**
+   * The batch's first job: a probe at the front, else the oldest job of the model whose last
+   * turn is the longest ago (a model never served yet first). Expired and cancelled jobs met
+   * on the way are answered and dropped.
+   */
+  private headIndex(now: number): number {
+    let best = -1;
+    let bestTurn = Infinity;
     for (let i = 0; i < this.queue.length;) {
       const job = this.queue[i]!;
       if (!this.viable(job, now)) {
         this.queue.splice(i, 1);
         continue;
       }
-      const head = batch[0];
+      if (job.priority && i === 0) return 0;
+      const turn = this.turns.get(job.model ?? '') ?? -1;
+      if (turn < bestTurn) {
+        best = i;
+        bestTurn = turn;
+      }
+      i++;
+    }
+    return best;
+  }
+
+  /** Removes and returns the next batch; expired and cancelled jobs met on the way are answered. */
+  private takeBatch(): Job[] {
+    const now = this.clock.now();
+    const batch: Job[] = [];
+    const first = this.headIndex(now);
+    if (first < 0) return batch;
+    const lead = this.queue.splice(first, 1)[0]!;
+    batch.push(lead);
+    if (!lead.priority) this.turns.set(lead.model ?? '', ++this.forwards);
+    if (!lead.fusable) return batch;
+    for (let i = 0; i < this.queue.length;) {
+      const job = this.queue[i]!;
+      if (!this.viable(job, now)) {
+        this.queue.splice(i, 1);
+        continue;
+      }
       const fits =
-        !head ||
-        (head.fusable &&
-          job.fusable &&
-          job.kind === head.kind &&
-          job.model === head.model &&
-          batch.length < this.config.encoder.maxBatchSize);
+        job.fusable &&
+        job.kind === lead.kind &&
+        job.model === lead.model &&
+        batch.length < this.config.encoder.maxBatchSize;
       if (fits) {
         batch.push(job);
         this.queue.splice(i, 1);
-        if (!head && !job.fusable) break;
       } else {
         i++;
       }
