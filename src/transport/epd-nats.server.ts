@@ -149,116 +149,175 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
       );
   }
 
+  /**
+   * Every handler's subscriptions: per dp_type, the handler behind the tracing context and
+   * the overload gate, the receipt protocol in front of it, the probe subject beside it,
+   * and the subjects this process's role listens on.
+   */
   override bindEvents(client: NatsConnection): void {
+    for (const dpType of this.messageHandlers.keys()) {
+      const receiptFor = this.receipts(dpType);
+      this.subscribe(
+        client,
+        dpType,
+        this.onCall(client, dpType, this.gated(dpType), receiptFor),
+        this.onProbe(client, dpType, receiptFor),
+      );
+    }
+  }
+
+  /**
+   * The dp_type's handler, run through the overload gate. With tracing on, a caller's
+   * `traceparent` header parents the handler's spans (inside the gate: a queued call runs
+   * later, outside the receiving turn).
+   */
+  private gated(dpType: string): NatsCallback {
+    // Nest types the handler as Function; nats.js calls it as (error, msg).
+    const handler = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
+    return this.gate.wrap(
+      dpType,
+      tracingEnabled()
+        ? (err: Error | null, msg: Msg) =>
+            withContext(contextFromNats(msg.headers), () => handler(err, msg))
+        : handler,
+    );
+  }
+
+  /**
+   * A receipt's headers for a call space (receipts.ts): a caller that asks is told at once
+   * that the call arrived, before the gate, and where to ask this process again (in the
+   * caller's own space, which its permissions cover): it then knows a slow answer from a
+   * request lost in transit, and an answer lost in transit is sent again. Built once per
+   * space, up to MAX_RECEIPT_HEADERS of them.
+   */
+  private receipts(dpType: string): (space: CallSpace) => MsgHdrs {
+    const { subjectPrefix: prefix } = this.config.nats;
+    const { rank, worker } = this.role;
+    const id = this.config.instance.id;
+    const built = new Map<string, MsgHdrs>();
+    return (space) => {
+      const key = space.kind === 'tenant' ? `t.${space.tenant}` : space.kind;
+      let receipt = built.get(key);
+      if (receipt) return receipt;
+      receipt = headers();
+      receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
+      receipt.set(
+        PROBE_HEADER,
+        space.kind === 'internal'
+          ? worker
+            ? instanceRankSubjectFor(prefix, id, rank, dpType)
+            : instanceSubjectFor(prefix, id, dpType)
+          : probeSubjectFor(
+              prefix,
+              space.kind === 'tenant' ? space.tenant : undefined,
+              id,
+              dpType,
+              worker ? rank : undefined,
+            ),
+      );
+      if (built.size < MAX_RECEIPT_HEADERS) built.set(key, receipt);
+      return receipt;
+    };
+  }
+
+  /**
+   * A call's arrival: with a call id, the ledger answers a call seen before (its answer
+   * again, or a receipt while it runs) and tracks a new one; a caller that asks gets its
+   * receipt; then the gated handler runs it.
+   */
+  private onCall(
+    client: NatsConnection,
+    dpType: string,
+    gated: NatsCallback,
+    receiptFor: (space: CallSpace) => MsgHdrs,
+  ): NatsCallback {
+    const prefix = this.config.nats.subjectPrefix;
+    return (err, msg) => {
+      // A call id past CallLedger.MAX_ID_CHARS is not one an honest caller sends (the
+      // SDK's are 36-character UUIDs): the call runs once, without the receipt protocol.
+      const rawId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
+      const callId = rawId && CallLedger.acceptsId(rawId) ? rawId : undefined;
+      // The subject's space, read once and only for the receipt protocol: the ledger key
+      // and the receipt depend on it.
+      const space =
+        callId || (msg.reply && msg.headers?.has(RECEIPT_HEADER))
+          ? spaceOf(prefix, msg.subject)
+          : undefined;
+      if (callId && space) {
+        const key = ledgerKey(space, dpType, callId);
+        const seen = this.calls.arrive(key, Number(msg.headers!.get(DEADLINE_HEADER)) || undefined);
+        if (seen.kind === 'answered') {
+          client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
+          return;
+        }
+        client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
+        if (seen.kind === 'running') return;
+        msg = this.calls.track(key, msg);
+      } else if (space) {
+        client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
+      }
+      gated(err, msg);
+    };
+  }
+
+  /**
+   * A probe subject only looks a call up: a receipt while it runs, its answer again once
+   * answered, silence for a call unknown here. It never runs one, so a caller cannot use it
+   * to call what its permissions do not let it call.
+   */
+  private onProbe(
+    client: NatsConnection,
+    dpType: string,
+    receiptFor: (space: CallSpace) => MsgHdrs,
+  ): NatsCallback {
+    const prefix = this.config.nats.subjectPrefix;
+    return (_err, msg) => {
+      const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
+      if (!callId) return;
+      const space = spaceOf(prefix, msg.subject);
+      const seen = this.calls.peek(ledgerKey(space, dpType, callId));
+      if (seen.kind === 'answered')
+        client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
+      else if (seen.kind === 'running')
+        client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
+    };
+  }
+
+  /**
+   * The subjects this process listens on for a dp_type, by its role: a DP worker, its
+   * rank's shared subject and its own; otherwise the shared subject (and, alone, rank 0's),
+   * this instance's, the probe, and every tenant's for the calls tenants make
+   * (tenant-scope.ts: which tenant a caller may act as is NATS permissions' to say, by the
+   * subjects it may publish on). A queue group's subscription is withdrawn while this
+   * process sheds, if its dp_type may be shed.
+   */
+  private subscribe(
+    client: NatsConnection,
+    dpType: string,
+    callback: NatsCallback,
+    probed: NatsCallback,
+  ): void {
     const { subjectPrefix: prefix, queueGroup: queue } = this.config.nats;
     const { rank } = this.role;
     const id = this.config.instance.id;
-    for (const dpType of this.messageHandlers.keys()) {
-      // Nest types the handler as Function; nats.js calls it as (error, msg).
-      const handler = (this.getMessageHandler(dpType) as NatsCallback).bind(this);
-      // With tracing on, a caller's `traceparent` header parents the handler's spans
-      // (inside the gate: a queued call runs later, outside the receiving turn).
-      const gated = this.gate.wrap(
-        dpType,
-        tracingEnabled()
-          ? (err: Error | null, msg: Msg) =>
-              withContext(contextFromNats(msg.headers), () => handler(err, msg))
-          : handler,
-      );
-      // A caller that asks (receipts.ts) is told at once that the call arrived, before the
-      // gate, and where to ask this process again (in the caller's own space, which its
-      // permissions cover): it then knows a slow answer from a request lost in transit,
-      // and an answer lost in transit is sent again.
-      const receipts = new Map<string, MsgHdrs>();
-      const receiptFor = (space: CallSpace): MsgHdrs => {
-        const key = space.kind === 'tenant' ? `t.${space.tenant}` : space.kind;
-        let receipt = receipts.get(key);
-        if (receipt) return receipt;
-        receipt = headers();
-        receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
-        receipt.set(
-          PROBE_HEADER,
-          space.kind === 'internal'
-            ? this.role.worker
-              ? instanceRankSubjectFor(prefix, id, rank, dpType)
-              : instanceSubjectFor(prefix, id, dpType)
-            : probeSubjectFor(
-                prefix,
-                space.kind === 'tenant' ? space.tenant : undefined,
-                id,
-                dpType,
-                this.role.worker ? rank : undefined,
-              ),
-        );
-        if (receipts.size < MAX_RECEIPT_HEADERS) receipts.set(key, receipt);
-        return receipt;
-      };
-      const callback = (err: Error | null, msg: Msg) => {
-        // A call id past CallLedger.MAX_ID_CHARS is not one an honest caller sends (the
-        // SDK's are 36-character UUIDs): the call runs once, without the receipt protocol.
-        const rawId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
-        const callId = rawId && CallLedger.acceptsId(rawId) ? rawId : undefined;
-        // The subject's space, read once and only for the receipt protocol: the ledger key
-        // and the receipt depend on it.
-        const space =
-          callId || (msg.reply && msg.headers?.has(RECEIPT_HEADER))
-            ? spaceOf(prefix, msg.subject)
-            : undefined;
-        if (callId && space) {
-          const key = ledgerKey(space, dpType, callId);
-          const seen = this.calls.arrive(
-            key,
-            Number(msg.headers!.get(DEADLINE_HEADER)) || undefined,
-          );
-          if (seen.kind === 'answered') {
-            client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
-            return;
-          }
-          client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
-          if (seen.kind === 'running') return;
-          msg = this.calls.track(key, msg);
-        } else if (space) {
-          client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
-        }
-        gated(err, msg);
-      };
-      // A probe subject only looks a call up: a receipt while it runs, its answer again once
-      // answered, silence for a call unknown here. It never runs one, so a caller cannot use
-      // it to call what its permissions do not let it call.
-      const probed = (_err: Error | null, msg: Msg) => {
-        const callId = msg.reply ? msg.headers?.get(CALL_HEADER) : undefined;
-        if (!callId) return;
-        const space = spaceOf(prefix, msg.subject);
-        const seen = this.calls.peek(ledgerKey(space, dpType, callId));
-        if (seen.kind === 'answered')
-          client.publish(msg.reply!, seen.answer.data, { headers: seen.answer.headers });
-        else if (seen.kind === 'running')
-          client.publish(msg.reply!, Empty, { headers: receiptFor(space) });
-      };
-      // The queue group's subscription: withdrawn while this process sheds, if it may be.
-      const shared = (subject: string) => {
-        const subscribe = () => client.subscribe(subject, { queue, callback });
-        if (sheddable(dpType)) this.membership.add(subscribe);
-        else this.sharedSubs.push(subscribe());
-      };
-      if (this.role.worker) {
-        shared(rankSubjectFor(prefix, rank, dpType));
-        client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });
-        client.subscribe(probeSubjectFor(prefix, undefined, id, dpType, rank), {
-          callback: probed,
-        });
-        continue;
-      }
-      shared(subjectFor(prefix, dpType));
-      if (this.role.single) client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
-      client.subscribe(instanceSubjectFor(prefix, id, dpType), { callback });
-      client.subscribe(probeSubjectFor(prefix, undefined, id, dpType), { callback: probed });
-      // Every tenant's calls (tenant-scope.ts): which tenant a caller may act as is NATS
-      // permissions' to say, by the subjects it may publish on.
-      if (TENANT_DP_TYPES.has(dpType)) {
-        shared(anyTenantSubjectFor(prefix, dpType));
-        client.subscribe(probeSubjectFor(prefix, '*', id, dpType), { callback: probed });
-      }
+    const shared = (subject: string) => {
+      const subscribe = () => client.subscribe(subject, { queue, callback });
+      if (sheddable(dpType)) this.membership.add(subscribe);
+      else this.sharedSubs.push(subscribe());
+    };
+    if (this.role.worker) {
+      shared(rankSubjectFor(prefix, rank, dpType));
+      client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });
+      client.subscribe(probeSubjectFor(prefix, undefined, id, dpType, rank), { callback: probed });
+      return;
+    }
+    shared(subjectFor(prefix, dpType));
+    if (this.role.single) client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
+    client.subscribe(instanceSubjectFor(prefix, id, dpType), { callback });
+    client.subscribe(probeSubjectFor(prefix, undefined, id, dpType), { callback: probed });
+    if (TENANT_DP_TYPES.has(dpType)) {
+      shared(anyTenantSubjectFor(prefix, dpType));
+      client.subscribe(probeSubjectFor(prefix, '*', id, dpType), { callback: probed });
     }
   }
 
