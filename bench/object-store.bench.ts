@@ -14,7 +14,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Objm, StorageType } from '@nats-io/obj';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import sharp from 'sharp';
-import { chunkBytesFor } from '../src/cache/object-layout';
+import { chunkBytesFor } from '../src/jetstream/object-layout';
 import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, processOnCpuMs, round, runBench, summarize, writeReport } from './common';
 import { startService } from './service-process';

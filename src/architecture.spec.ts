@@ -37,6 +37,7 @@ describe('module boundaries', () => {
       /nothing-imports-entry-points: src\/brand-new-feature\/bad\.ts → src\/app\.module\.ts/,
       /client-imports-no-nest: src\/client\/bad\.ts/,
       /worker-threads-load-no-zod: src\/encoder\/backend\/heavy\.worker\.ts/,
+      /jetstream-clients-in-jetstream-only: src\/brand-new-feature\/kv\.ts/,
     ]) {
       expect(r.stdout).toMatch(line);
     }
@@ -71,6 +72,32 @@ function constructors(file: string): { name: string; params: number }[] {
   return found;
 }
 
+/** Tabular catalogues: one entry per metric or error, long by nature. */
+const TABULAR = new Set(['src/metrics/catalogue.ts', 'src/common/errors/error-catalogue.ts']);
+/**
+ * Files still over 400 lines, each with the most it may have while it is split up (issue
+ * "Architecture, third step"): a file leaves the list when it is under the limit.
+ */
+const SHRINKING: Readonly<Record<string, number>> = {
+  'src/meta-registry/jetstream-meta-store.ts': 587,
+  'src/meta-registry/meta-registry.service.ts': 525,
+  'src/cache/object-tier.ts': 525,
+  'src/delivery/delivery.service.ts': 451,
+};
+const MAX_LINES = 400;
+
+/** Files over the limit (lines by file), each with why. */
+function tooLong(lines: Record<string, number>): string[] {
+  return Object.entries(lines).flatMap(([file, n]) => {
+    if (TABULAR.has(file) || n <= MAX_LINES) return [];
+    const allowed = SHRINKING[file];
+    if (allowed === undefined) return [`${file}: ${n} lines (at most ${MAX_LINES})`];
+    return n > allowed
+      ? [`${file}: ${n} lines, more than the ${allowed} it is allowed while it shrinks`]
+      : [];
+  });
+}
+
 /** The shape docs/architecture.md promises, checked on every run. */
 describe('architecture', () => {
   const files = sources();
@@ -89,6 +116,19 @@ describe('architecture', () => {
       .trimEnd()
       .split('\n').length;
     expect(lines).toBeLessThanOrEqual(250);
+  });
+
+  it('no source file passes 400 lines, but the tabular catalogues; the ones still over it only shrink', () => {
+    const lines = (f: string) => readFileSync(join(ROOT, f), 'utf8').trimEnd().split('\n').length;
+    const counted = Object.fromEntries(files.map((f) => [f, lines(f)]));
+    expect(tooLong(counted)).toEqual([]);
+    // And the check fails: a new long file, and a listed one that grew.
+    expect(
+      tooLong({ 'src/x/new.ts': 401, 'src/delivery/delivery.service.ts': 999, 'src/y.ts': 400 }),
+    ).toEqual([
+      'src/x/new.ts: 401 lines (at most 400)',
+      'src/delivery/delivery.service.ts: 999 lines, more than the 451 it is allowed while it shrinks',
+    ]);
   });
 
   it('the DP role is decided once, in the composition root', () => {

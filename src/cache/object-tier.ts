@@ -12,7 +12,7 @@ import { ProcessRole } from '../config/process-role';
 import { settingsMismatch, StoreConfigError } from '../meta-registry/meta-store';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import type { CacheEntry } from './embedding-cache';
-import { ObjectIo } from './object-io';
+import { ObjectIo } from '../jetstream/object-io';
 import {
   bytesOf,
   chunkBytesFor,
@@ -21,9 +21,9 @@ import {
   rowsOfObject,
   streamOf,
   type StoredRows,
-} from './object-layout';
+} from '../jetstream/object-layout';
 
-export type { StoredRows } from './object-layout';
+export type { StoredRows } from '../jetstream/object-layout';
 
 /** One read never holds an encode longer than this: past it, the store is a miss. */
 const READ_BOUND_MS = 2_000;
