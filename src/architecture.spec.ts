@@ -82,7 +82,7 @@ const SHRINKING: Readonly<Record<string, number>> = {
   'src/meta-registry/jetstream-meta-store.ts': 587,
   'src/meta-registry/meta-registry.service.ts': 525,
   'src/cache/object-tier.ts': 525,
-  'src/delivery/delivery.service.ts': 451,
+  'src/delivery/delivery.service.ts': 420,
 };
 const MAX_LINES = 400;
 
@@ -127,7 +127,7 @@ describe('architecture', () => {
       tooLong({ 'src/x/new.ts': 401, 'src/delivery/delivery.service.ts': 999, 'src/y.ts': 400 }),
     ).toEqual([
       'src/x/new.ts: 401 lines (at most 400)',
-      'src/delivery/delivery.service.ts: 999 lines, more than the 451 it is allowed while it shrinks',
+      'src/delivery/delivery.service.ts: 999 lines, more than the 420 it is allowed while it shrinks',
     ]);
   });
 

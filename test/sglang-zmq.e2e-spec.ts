@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -369,5 +369,93 @@ describe('SGLang ZMQ wire, legacy Modality values (e2e, Python receiver)', () =>
     );
     for (const e of tokEncodes) expect(e.status).toBe(200);
     expect(await tok.result).toMatchObject(THREE_PARTS_RESULT);
+  });
+});
+
+/**
+ * A video's timing on SGLang's wire: its EmbeddingData carries the "video meta" attributes
+ * SGLang's encoder sets (one entry per video), which its receiver chains across parts into
+ * the kwargs of its position code: Qwen3-VL's `video_timestamps`, Qwen2.5-VL's
+ * `second_per_grid_ts` (a Qwen2-VL-shaped reference tower in a directory that says
+ * qwen2_5_vl), at the request's `fps` (2 by default).
+ */
+describe("SGLang ZMQ wire: a video's timing for Qwen3-VL and Qwen2.5-VL (e2e, Python receiver)", () => {
+  let t: TestApp;
+  const root = join(__dirname, '..', 'models');
+  beforeAll(async () => {
+    const q25 = join(mkdtempSync(join(tmpdir(), 'epd-q25-')), 'qwen25');
+    cpSync(join(root, 'qwen2-vl-2b-reference'), q25, { recursive: true });
+    const cfg = JSON.parse(readFileSync(join(q25, 'config.json'), 'utf8')) as {
+      model_type: string;
+      vision_config: Record<string, unknown>;
+    };
+    cfg.model_type = 'qwen2_5_vl';
+    cfg.vision_config.out_hidden_size = 1536;
+    writeFileSync(join(q25, 'config.json'), JSON.stringify(cfg));
+    t = await startTestApp({
+      EPD_TRANSFER_BACKEND: 'zmq',
+      EPD_ALLOW_REFERENCE_MODEL: 'true',
+      EPD_MODEL_DIR: `${join(root, 'qwen3-vl-4b-reference')},${q25}`,
+      EPD_CACHE_MAX_BYTES: String(64 * 1024 * 1024),
+    });
+  });
+  afterAll(async () => {
+    for (const c of children) if (c.exitCode === null) c.kill();
+    await t.close();
+  });
+
+  let gif: Buffer | undefined;
+  const video = async (rid: string, port: number, extra: Record<string, unknown>) => {
+    gif ??= await animatedGif(64, 64, 5); // one clip for every request: the cache may answer
+    return request(t.httpUrl)
+      .post('/encode')
+      .send({
+        req_id: `${rid}_local_part_0`,
+        modality: 'video',
+        num_parts: 1,
+        part_idx: 0,
+        mm_items: [dataUri(gif, 'image/gif')],
+        prefill_host: '127.0.0.1',
+        embedding_port: port,
+        ...extra,
+      });
+  };
+
+  it('Qwen3-VL: one timestamp per temporal patch (five frames at 2 fps: 0.25, 1.25, 2.0 s)', async () => {
+    const rx = await pyReceiver('q3t');
+    const res = await video('q3t', rx.port, {});
+    expect(res.status).toBe(200);
+    expect(await rx.result).toMatchObject({
+      status: 'success',
+      modalities: ['VIDEO'],
+      grids: { video_grid_thw: [[3, 4, 4]], video_timestamps: [[0.25, 1.25, 2]] },
+    });
+    // The same video again, answered by the cache (nothing encoded): the same timing, from
+    // its frames' headers; at 1 fps, twice the times.
+    const again = await pyReceiver('q3t2');
+    expect((await video('q3t2', again.port, { fps: 1 })).body.timings).toMatchObject({
+      cache_hits: 1,
+    });
+    expect(await again.result).toMatchObject({
+      grids: { video_timestamps: [[0.5, 2.5, 4]] },
+    });
+  });
+
+  it('Qwen2.5-VL: seconds per grid step, temporal_patch_size / fps (fps 4: 0.5)', async () => {
+    const rx = await pyReceiver('q25t');
+    const res = await video('q25t', rx.port, { model: 'qwen25', fps: 4 });
+    expect(res.status).toBe(200);
+    const got = await rx.result;
+    expect(got).toMatchObject({
+      status: 'success',
+      grids: { second_per_grid_ts: [0.5] },
+    });
+    expect(got.grids).not.toHaveProperty('video_timestamps');
+  });
+
+  it('a bad fps is a 400 that names it', async () => {
+    const res = await video('badfps', 1, { fps: 0 });
+    expect(res.status).toBe(400);
+    expect(res.body.message).toBe('fps must be above 0');
   });
 });

@@ -11,6 +11,17 @@ export type Modality = (typeof MODALITIES)[number];
 /** The dtype embeddings are staged and sent in (EPD_STAGING_DTYPE; float16/bfloat16 as raw bits). */
 export type StagingDtype = 'float32' | 'float16' | 'bfloat16';
 
+/**
+ * A video's timing, as the language side's position code wants it beside the embedding
+ * (SGLang's EmbeddingData "video meta" attributes, one list entry per video): Qwen2.5-VL's
+ * `second_per_grid_ts` (seconds per temporal grid step), Qwen3-VL's `video_timestamps`
+ * (seconds, one per temporal patch). Computed by encoder/video-timing.ts.
+ */
+export interface VideoTiming {
+  second_per_grid_ts?: number[];
+  video_timestamps?: number[][];
+}
+
 /** A receiver's address: where a frame is pushed. */
 export interface Endpoint {
   host: string;

@@ -2,7 +2,6 @@ import { performance } from 'node:perf_hooks';
 import { inSpan, SpanKind } from '../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
-import { publicReqId, unscopeReply } from '../common/tenant';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import { withTimeout } from '../common/timeout';
@@ -14,7 +13,7 @@ import {
   type Endpoint,
 } from '../transfer/embedding-transport';
 import type { FrameHeader } from '../transfer/frame';
-import type { Modality, SlabSlot } from '../common/kernel';
+import type { SlabSlot } from '../common/kernel';
 import type { DestinationView, RegisterRequest, SendRequest, SendStatus } from './delivery.schema';
 import {
   ReqStateStore,
@@ -24,6 +23,7 @@ import {
 } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
 import { DestinationPolicy } from './destination-policy';
+import { embeddingFrame, errorFrame } from './frames';
 
 /**
  * The delivery in flight to one destination, shared by concurrent requests for it, and who
@@ -341,18 +341,7 @@ export class DeliveryService {
       // A slab slot stays held, from here, while the transport may still read it: a
       // release or an expiry meanwhile must not hand its bytes to another request.
       written = this.holdWhileWriting(emb.slot);
-      const header: FrameHeader = {
-        req_id: publicReqId(state.reqId),
-        part_idx: state.partIdx,
-        num_parts: state.numParts,
-        shape: [emb.tokens, emb.dim],
-        dtype: emb.dtype,
-        byte_length: emb.bytes,
-        session_id: req?.session_id != null ? String(req.session_id) : null,
-        buffer_address: req?.buffer_address ?? null,
-        modality: state.modality,
-        grid_thw: emb.grid,
-      };
+      const header = embeddingFrame(state, emb, req);
       const payload = new Uint8Array(emb.data.buffer, emb.data.byteOffset, emb.data.byteLength);
       const sendStart = performance.now();
       await inSpan(
@@ -428,24 +417,4 @@ export class DeliveryService {
       throw Errors.releasedDuringEncode(state.reqId);
     }
   }
-}
-
-/** The frame that tells a receiver its part failed: no bytes, the error's status and message. */
-function errorFrame(
-  reqId: string,
-  f: { modality: Modality; partIdx: number; numParts: number; message: string; code: number },
-): FrameHeader {
-  return {
-    req_id: publicReqId(reqId),
-    part_idx: f.partIdx,
-    num_parts: f.numParts,
-    shape: [0],
-    dtype: 'float32',
-    byte_length: 0,
-    session_id: null,
-    buffer_address: null,
-    modality: f.modality,
-    error_msg: unscopeReply(f.message, reqId),
-    error_code: f.code,
-  };
 }

@@ -91,6 +91,14 @@ export const encodeRequestSchema = z
         .max(256, 'model is longer than 256 characters')
         .optional()
         .describe("a served model's name (GET /admin/encoder lists them); absent: the default"),
+      fps: z
+        .number({ error: 'fps must be a number' })
+        .positive('fps must be above 0')
+        .max(240, 'fps must be at most 240')
+        .optional()
+        .describe(
+          "video: the rate its frames were sampled at (default 2): Qwen2.5-VL's second_per_grid_ts, Qwen3-VL's timestamps",
+        ),
       prefill_host: z.string().min(1).nullish().describe('push the embedding to this receiver'),
       embedding_port: z
         .union([port, z.array(port).max(MAX_TARGET_PORTS)])
@@ -126,6 +134,7 @@ export const encodeRequestSchema = z
     hashes: r.hashes,
     cache_namespace: r.cache_namespace,
     model: r.model,
+    fps: r.fps,
     prefill_host: r.prefill_host,
     embedding_port: r.embedding_port,
     timeout_ms: r.timeout_ms,

@@ -159,6 +159,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
         dtype: found.dtype,
         bytes: found.bytes,
         grid: found.grid,
+        ...(found.timing ? { timing: found.timing } : {}),
       },
       found.receiveCount,
       acked,
@@ -316,6 +317,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
             dtype: emb.dtype,
             grid: emb.grid,
             bytes: emb.bytes,
+            ...(emb.timing ? { timing: emb.timing } : {}),
           },
           until,
         );

@@ -36,4 +36,20 @@ describe('object store tier: what an object must carry to be served', () => {
     expect(rowsOfObject(bytesOf(r), { ...meta, grid: '{' }, 'float32')).toBeUndefined();
     expect(rowsOfObject(bytesOf(r), undefined, 'float32')).toBeUndefined();
   });
+
+  it("carries a handed-off video's timing, and refuses one that is not a timing", () => {
+    const timed = { ...rows(), timing: { video_timestamps: [[0.25, 1.25]] } };
+    const meta = objectMetadata(timed, digestOf(bytesOf(timed)));
+    expect(rowsOfObject(bytesOf(timed), meta, 'float32')!.timing).toEqual({
+      video_timestamps: [[0.25, 1.25]],
+    });
+    const plain = rowsOfObject(
+      bytesOf(timed),
+      objectMetadata(rows(), digestOf(bytesOf(timed))),
+      'float32',
+    )!;
+    expect(plain.timing).toBeUndefined();
+    for (const bad of ['{', '"x"', '{"second_per_grid_ts":["1"]}', '{"video_timestamps":[1]}'])
+      expect(rowsOfObject(bytesOf(timed), { ...meta, timing: bad }, 'float32')).toBeUndefined();
+  });
 });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Base64UrlPaddedCodec } from '@nats-io/obj';
-import type { StagingDtype } from '../common/kernel';
+import type { StagingDtype, VideoTiming } from '../common/kernel';
 
 /**
  * How the object store tier lays an embedding out in a JetStream Object Store: the
@@ -19,6 +19,8 @@ export interface StoredRows {
   dtype: StagingDtype;
   grid: number[][];
   bytes: number;
+  /** A handed-off video's timing (the cache's entries carry none: it is the request's). */
+  timing?: VideoTiming;
 }
 
 /**
@@ -55,6 +57,7 @@ export function objectMetadata(
     dim: String(rows.dim),
     dtype: rows.dtype,
     grid: JSON.stringify(rows.grid),
+    ...(rows.timing ? { timing: JSON.stringify(rows.timing) } : {}),
     sha256: digest.toString('hex'),
     ...extra,
   };
@@ -83,6 +86,8 @@ export function rowsOfObject(
     return undefined;
   }
   if (!Array.isArray(grid)) return undefined;
+  const timing = meta.timing === undefined ? undefined : timingOf(meta.timing);
+  if (timing === null) return undefined;
   // A buffer of our own (`owned`: the caller's, whole), else a copy: aligned for the typed
   // array, and not a view of the client's buffers.
   let own: ArrayBuffer;
@@ -93,5 +98,29 @@ export function rowsOfObject(
     new Uint8Array(own).set(bytes);
   }
   const data = dtype === 'float32' ? new Float32Array(own) : new Uint16Array(own);
-  return { data, tokens, dim, dtype, grid, bytes: bytes.byteLength };
+  return { data, tokens, dim, dtype, grid, bytes: bytes.byteLength, ...(timing ? { timing } : {}) };
+}
+
+const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+/** A stored timing, or null when it is not one (the object is then refused as foreign). */
+function timingOf(text: string): VideoTiming | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof value !== 'object' || value === null) return null;
+  const { second_per_grid_ts: s, video_timestamps: v } = value as Record<string, unknown>;
+  if (s !== undefined && !(Array.isArray(s) && s.every(finite))) return null;
+  if (
+    v !== undefined &&
+    !(Array.isArray(v) && v.every((l) => Array.isArray(l) && (l as unknown[]).every(finite)))
+  )
+    return null;
+  return {
+    ...(s !== undefined ? { second_per_grid_ts: s as number[] } : {}),
+    ...(v !== undefined ? { video_timestamps: v as number[][] } : {}),
+  };
 }

@@ -1,5 +1,5 @@
 import { Errors } from '../common/errors/error-catalogue';
-import type { Modality, SlabSlot, StagingDtype } from '../common/kernel';
+import type { Modality, SlabSlot, StagingDtype, VideoTiming } from '../common/kernel';
 import { endpointKey, type Endpoint } from '../transfer/embedding-transport';
 
 export interface StagedEmbedding {
@@ -12,6 +12,8 @@ export interface StagedEmbedding {
   grid: number[][];
   /** The staging slab slot `data` views, when it is in the slab; the state holds it. */
   slot?: SlabSlot;
+  /** Video to Qwen2.5-VL or Qwen3-VL: its timing, sent with it. */
+  timing?: VideoTiming;
 }
 
 export type DestinationStatus = 'pending' | 'sending' | 'acked' | 'failed';

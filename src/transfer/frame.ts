@@ -24,6 +24,10 @@ export interface FrameHeader {
   modality?: string;
   /** Per item: `[t, h, w]` (in patches) for images and video, `[feature_len]` for audio. */
   grid_thw?: number[][];
+  /** Video to Qwen2.5-VL: seconds per temporal grid step, one per video. */
+  second_per_grid_ts?: number[];
+  /** Video to Qwen3-VL: seconds of each temporal patch, one list per video. */
+  video_timestamps?: number[][];
   error_msg?: string;
   error_code?: number;
 }

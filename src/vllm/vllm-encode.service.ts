@@ -119,6 +119,8 @@ export class VllmEncodeService {
         mm_items: [part.item],
         num_parts: 1,
         part_idx: 0,
+        // vLLM's consumer computes a video's timing itself: nothing rides on the file.
+        fps: undefined,
         hashes: undefined,
         cache_namespace: undefined,
         model,

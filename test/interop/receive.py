@@ -74,7 +74,7 @@ def main():
         out["modalities"] = sorted(m.name for m in embeddings)
         out["dtype"] = data.dtype.name
         out["shapes"] = {m.name: list(e.shape) for m, e in embeddings.items()}
-        out["grids"] = {k: (v.tolist() if v is not None else None)
+        out["grids"] = {k: (v.tolist() if hasattr(v, "tolist") else v)
                         for k, v in data.get_mm_extra_meta().items()}
         if args.expect_npy:
             expected = np.load(args.expect_npy)

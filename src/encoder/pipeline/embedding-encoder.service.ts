@@ -1,3 +1,4 @@
+import type { VideoTiming } from '../video-timing';
 import { Injectable } from '@nestjs/common';
 import { Clock } from '../../common/clock';
 import { Errors } from '../../common/errors/error-catalogue';
@@ -31,6 +32,8 @@ export interface Encoded {
   dim: number;
   grid: number[][];
   dtype: StagingDtype;
+  /** Video to Qwen2.5-VL or Qwen3-VL: its timing for the language side (video-timing.ts). */
+  timing?: VideoTiming;
   timings: Omit<StageTimings, 'stage_ms' | 'total_ms'>;
 }
 
@@ -88,10 +91,31 @@ export class EmbeddingEncoder {
       if (bytes > reserved) this.states.reserve(state, bytes - reserved);
       reserved = Math.max(reserved, bytes);
     };
+    let frames: EncodeSize['frames'];
     const encoded = await this.flights.run(req, items, deadline, modelPath, hinted, (claim) =>
-      this.encodeClaimed(req, state, items, claim, deadline, reserve, work),
+      this.encodeClaimed(req, state, items, claim, deadline, reserve, work, (f) => (frames = f)),
     );
-    return { ...encoded, timings: { ...encoded.timings, load_ms: round(loadMs) } };
+    const timing = await this.timingOf(req, items, frames);
+    return {
+      ...encoded,
+      ...(timing ? { timing } : {}),
+      timings: { ...encoded.timings, load_ms: round(loadMs) },
+    };
+  }
+
+  /**
+   * A video's timing, for the models that want it: from the frames its plan counted, or, when
+   * the cache answered it, from a plan of its headers now (cheap: nothing is decoded). A hit
+   * on the caller's own hashes loaded nothing: then there is no timing to give.
+   */
+  private async timingOf(
+    req: EncodeRequest,
+    items: Buffer[],
+    frames: EncodeSize['frames'],
+  ): Promise<VideoTiming | undefined> {
+    if (!this.stages.wantsTiming(req)) return undefined;
+    if (!frames && items.length > 0) frames = (await this.stages.plan(req, items)).frames;
+    return frames ? this.stages.timingOf(req, frames) : undefined;
   }
 
   private modelPath(req: EncodeRequest): Promise<string> {
@@ -112,6 +136,7 @@ export class EmbeddingEncoder {
     deadline: number,
     reserve: (bytes: number) => void,
     work: WorkLease,
+    planned: (frames: EncodeSize['frames']) => void,
   ): Promise<Omit<Encoded, 'timings'> & { timings: Omit<Encoded['timings'], 'load_ms'> }> {
     const mine = claim.items;
     const part =
@@ -124,6 +149,7 @@ export class EmbeddingEncoder {
       const planStart = this.clock.elapsed();
       size = await this.stages.plan(part, partItems);
       t.plan = this.clock.elapsed() - planStart;
+      if (mine.length === items.length) planned(size.frames);
       claim.planned(size.tokens, size.itemTokens);
     }
     const tokens = await claim.tokens();

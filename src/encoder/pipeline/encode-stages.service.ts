@@ -1,3 +1,4 @@
+import { DEFAULT_VIDEO_FPS, videoTiming, type VideoTiming } from '../video-timing';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Errors, quotedList } from '../../common/errors/error-catalogue';
 import { Readiness } from '../../common/readiness';
@@ -31,6 +32,8 @@ export interface EncodeSize {
   itemSizes: [number, number][];
   /** Working memory from decode to the end of the forward (see WorkBudget). */
   workBytes: number;
+  /** Video: the frames sent, and those kept (EPD_MAX_VIDEO_FRAMES). */
+  frames?: { sent: number; kept: number };
 }
 
 /**
@@ -154,7 +157,40 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     const dim = await this.dimOf(req.modality, model);
     const { tokens, itemTokens, itemSizes } = plan;
     const bytes = tokens * dim * this.bytesPerValue;
-    return { tokens, itemTokens, itemSizes, dim, bytes, workBytes: plannedWorkBytes(plan) };
+    return {
+      tokens,
+      itemTokens,
+      itemSizes,
+      dim,
+      bytes,
+      workBytes: plannedWorkBytes(plan),
+      ...(req.modality === 'video'
+        ? { frames: { sent: plan.sourceFrames, kept: plan.keptFrames } }
+        : {}),
+    };
+  }
+
+  /**
+   * Whether a video request's model wants its timing beside the embedding (Qwen2.5-VL's
+   * second_per_grid_ts, Qwen3-VL's timestamps: encoder/video-timing.ts).
+   */
+  wantsTiming(req: EncodeRequest): boolean {
+    if (req.modality !== 'video') return false;
+    return (
+      videoTiming(this.preprocessor.models.get(this.modelOf(req))!.family, 1, 2, 2, 2) !== undefined
+    );
+  }
+
+  /** A video request's timing, from its frames (sent, and kept), at the request's `fps`. */
+  timingOf(req: EncodeRequest, frames: { sent: number; kept: number }): VideoTiming | undefined {
+    const m = this.preprocessor.models.get(this.modelOf(req))!;
+    return videoTiming(
+      m.family,
+      req.fps ?? DEFAULT_VIDEO_FPS,
+      frames.sent,
+      frames.kept,
+      m.geometry.temporalPatchSize,
+    );
   }
 
   /** The embedding width of the model that encodes `modality` (`model`: a vision model's name). */

@@ -140,10 +140,19 @@ export class EncoderService {
     const encoded = await this.embeddings.encode(req, state, deadline);
 
     const stageStart = this.clock.elapsed();
-    const { data, slot, tokens, dim, grid } = encoded;
+    const { data, slot, tokens, dim, grid, timing } = encoded;
     const bytes = data.byteLength;
     await inSpan('stage', { 'epd.bytes': bytes }, async () => {
-      const embedding = { data, slot, tokens, dim, dtype: encoded.dtype, bytes, grid };
+      const embedding = {
+        data,
+        slot,
+        tokens,
+        dim,
+        dtype: encoded.dtype,
+        bytes,
+        grid,
+        ...(timing ? { timing } : {}),
+      };
       try {
         this.states.stage(state, embedding);
       } catch (err) {

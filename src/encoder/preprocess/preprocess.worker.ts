@@ -19,6 +19,7 @@ import { audioFeatures, audioTokens, audioWindows } from './audio';
 import { MEL_FRAMES } from './whisper-mel';
 import { patchValues, patchify } from './patchify';
 import { writeTile } from './tiles';
+import { sampleIndices } from '../../common/frame-sampling';
 import { awaitReturn, inputBuffer, inputPoolStats, type InputPoolStats } from './input-pool';
 import { StageError, probe, rgbFrame, type Decoded } from './decode-frame';
 import type {
@@ -59,12 +60,6 @@ function resize(d: Decoded, task: PreprocessTask, index: number): [number, numbe
     if (err instanceof SmartResizeError) throw new StageError('process', index, err.message);
     throw err;
   }
-}
-
-/** Indices of `max` frames sampled evenly from `total` (all of them when there are few). */
-function sampleIndices(total: number, max: number): number[] {
-  if (total <= max) return Array.from({ length: total }, (_, i) => i);
-  return Array.from({ length: max }, (_, i) => Math.floor((i * total) / max));
 }
 
 /** A tiling family's tiles for an image resized to its canvas of `h × w`. */

@@ -43,7 +43,8 @@ function gridValue(header: FrameHeader): PyValue {
  * `__dict__` that `EmbeddingData.copy_without_embedding()` has (same keys, same order):
  * req_id, num_parts, part_idx, grid_dim, modality, embedding (None), send_time, dtype
  * (a torch dtype), shape, _mr_ptr (None), error_msg, error_code (a plain int, since the
- * restricted unpickler refuses `http.HTTPStatus`). On error, dtype, shape and grid are
+ * restricted unpickler refuses `http.HTTPStatus`), then, for a video to Qwen2.5-VL or
+ * Qwen3-VL, `second_per_grid_ts` or `video_timestamps`. On error, dtype, shape and grid are
  * None and no bytes frame follows.
  */
 export function embeddingDataFrame(
@@ -68,5 +69,17 @@ export function embeddingDataFrame(
     ['error_msg', header.error_msg ?? null],
     ['error_code', header.error_code ?? null],
   ]);
+  // A video's timing, as SGLang's encoder sets its "video meta" attributes (one list entry
+  // per video; its receiver chains them across parts): floats, as Python has them.
+  if (!failed && header.second_per_grid_ts)
+    state.set(
+      'second_per_grid_ts',
+      header.second_per_grid_ts.map((v) => new PyFloat(v)),
+    );
+  if (!failed && header.video_timestamps)
+    state.set(
+      'video_timestamps',
+      header.video_timestamps.map((ts) => ts.map((v) => new PyFloat(v))),
+    );
   return pickle(new PyObject(classGlobal(classPath), state));
 }

@@ -8,10 +8,14 @@ per-part checks of `consume_parts` in their order (an error frame fails the requ
 part whose req_id is not this request's is dropped with a warning, so an error frame
 labelled with the wrong id is never seen; the part's metadata types are checked; a part
 that arrives twice fails the request), and the aggregation of parts
-(`MultiModalEmbeddingData`) into one embedding per modality plus its grid metadata. The
+(`MultiModalEmbeddingData`) into one embedding per modality plus its grid metadata and,
+for video parts, the video meta attributes later receivers keep (`video_timestamps`,
+`second_per_grid_ts`: per part a list, one entry per video, chained across parts into
+`get_mm_extra_meta()`, as SGLang's `_GENERAL_VIDEO_META_ATTRS`). The
 Modality enum is the stub's (SGLANG_MODALITY_ENUM: current or legacy). torch is the numpy
 stub next to this package; nothing else is stubbed.
 """
+import itertools
 from collections import defaultdict
 
 import torch
@@ -50,6 +54,10 @@ GRID_ATTRS = {
 }
 
 
+# Per-part video metadata, chained as lists across parts (SGLang's _GENERAL_VIDEO_META_ATTRS).
+VIDEO_META_ATTRS = ("video_timestamps", "second_per_grid_ts")
+
+
 def extract_original_req_id(part_req_id):
     if "_local_part_" in part_req_id:
         return part_req_id.rsplit("_local_part_", 1)[0]
@@ -83,6 +91,8 @@ class MultiModalEmbeddingData:
         self.img_grid_thw = [None] * n
         self.video_grid_thw = [None] * n
         self.audio_feature_lens = [None] * n
+        for attr in VIDEO_META_ATTRS:
+            setattr(self, attr, [None] * n)
         self.dtype = first.dtype
         self.add(first)
 
@@ -100,6 +110,11 @@ class MultiModalEmbeddingData:
         attr, flatten = spec
         grid = part.get_grid()
         getattr(self, attr)[pid] = grid.flatten() if flatten else grid
+        if part.modality == Modality.VIDEO:
+            for meta in VIDEO_META_ATTRS:
+                val = getattr(part, meta, None)
+                if val is not None:
+                    getattr(self, meta)[pid] = val
         return True
 
     @property
@@ -114,11 +129,16 @@ class MultiModalEmbeddingData:
         return {mod: torch.cat(ts, dim=0) for mod, ts in groups.items()}
 
     def get_mm_extra_meta(self):
-        return {
+        kwargs = {
             "img_grid_thw": cat_grid(self.img_grid_thw),
             "video_grid_thw": cat_grid(self.video_grid_thw),
             "audio_feature_lens": cat_grid(self.audio_feature_lens, flatten_items=True),
         }
+        for attr in VIDEO_META_ATTRS:
+            valid = [a for a in getattr(self, attr) if a is not None]
+            if valid:
+                kwargs[attr] = list(itertools.chain(*valid))
+        return kwargs
 
 
 class WaitingRequest:
