@@ -120,7 +120,7 @@ function timingOf(text: string): VideoTiming | null {
   )
     return null;
   return {
-    ...(s !== undefined ? { second_per_grid_ts: s as number[] } : {}),
+    ...(s !== undefined ? { second_per_grid_ts: s } : {}),
     ...(v !== undefined ? { video_timestamps: v as number[][] } : {}),
   };
 }
