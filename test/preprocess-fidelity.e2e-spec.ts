@@ -172,6 +172,28 @@ describe("image preprocessing matches a port of transformers' Qwen2VLImageProces
   });
 });
 
+describe("Qwen2.5-VL's image processor is Qwen2-VL's: the pass above is its fidelity suite too", () => {
+  it("its checkpoint's preprocessor_config.json states exactly the values that pass runs with", () => {
+    const pre = JSON.parse(
+      readFileSync(
+        join(projectRoot(), 'models', 'qwen2.5-vl-3b-reference', 'preprocessor_config.json'),
+        'utf8',
+      ),
+    ) as Record<string, unknown>;
+    expect(pre).toMatchObject({
+      patch_size: 14,
+      merge_size: 2,
+      temporal_patch_size: 2,
+      image_mean: [0.48145466, 0.4578275, 0.40821073],
+      image_std: [0.26862954, 0.26130258, 0.27577711],
+      image_processor_type: 'Qwen2VLImageProcessor',
+    });
+    // Its max_pixels is the checkpoint's (12,845,056); the pass above runs the service's
+    // default bound (1,003,520), which covers shrinking; the same code path either way.
+    expect(pre.min_pixels).toBe(MIN_PIXELS);
+  });
+});
+
 describe("image preprocessing matches the same port configured by Qwen3-VL-4B-Instruct's preprocessor_config.json (16-pixel patches, mean/std 0.5)", () => {
   const family = qwen3Vl();
   const stats: string[] = [];

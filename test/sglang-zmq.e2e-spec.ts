@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -376,26 +376,17 @@ describe('SGLang ZMQ wire, legacy Modality values (e2e, Python receiver)', () =>
  * A video's timing on SGLang's wire: its EmbeddingData carries the "video meta" attributes
  * SGLang's encoder sets (one entry per video), which its receiver chains across parts into
  * the kwargs of its position code: Qwen3-VL's `video_timestamps`, Qwen2.5-VL's
- * `second_per_grid_ts` (a Qwen2-VL-shaped reference tower in a directory that says
- * qwen2_5_vl), at the request's `fps` (2 by default).
+ * `second_per_grid_ts`, at the request's `fps` (2 by default); the generated reference
+ * directories of Qwen3-VL-4B and Qwen2.5-VL-3B.
  */
 describe("SGLang ZMQ wire: a video's timing for Qwen3-VL and Qwen2.5-VL (e2e, Python receiver)", () => {
   let t: TestApp;
   const root = join(__dirname, '..', 'models');
   beforeAll(async () => {
-    const q25 = join(mkdtempSync(join(tmpdir(), 'epd-q25-')), 'qwen25');
-    cpSync(join(root, 'qwen2-vl-2b-reference'), q25, { recursive: true });
-    const cfg = JSON.parse(readFileSync(join(q25, 'config.json'), 'utf8')) as {
-      model_type: string;
-      vision_config: Record<string, unknown>;
-    };
-    cfg.model_type = 'qwen2_5_vl';
-    cfg.vision_config.out_hidden_size = 1536;
-    writeFileSync(join(q25, 'config.json'), JSON.stringify(cfg));
     t = await startTestApp({
       EPD_TRANSFER_BACKEND: 'zmq',
       EPD_ALLOW_REFERENCE_MODEL: 'true',
-      EPD_MODEL_DIR: `${join(root, 'qwen3-vl-4b-reference')},${q25}`,
+      EPD_MODEL_DIR: `${join(root, 'qwen3-vl-4b-reference')},qwen25=${join(root, 'qwen2.5-vl-3b-reference')}`,
       EPD_CACHE_MAX_BYTES: String(64 * 1024 * 1024),
     });
   });

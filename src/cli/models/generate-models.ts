@@ -60,6 +60,8 @@ export function writeVisionModel(dir: string, dim: number): string {
  * preprocessing and config values of the published checkpoint:
  * - Qwen/Qwen2-VL-2B-Instruct: min/max pixels, patch 14, merge 2, temporal patch 2, CLIP
  *   mean/std, merger width 1536;
+ * - Qwen/Qwen2.5-VL-3B-Instruct: Qwen2-VL's image processor values (patch 14, merge 2,
+ *   CLIP mean/std, 3,136–12,845,056 pixels), out_hidden_size 2048;
  * - Qwen/Qwen3-VL-4B-Instruct: size 65,536–16,777,216 pixels, patch 16, merge 2, temporal
  *   patch 2, mean/std 0.5, out_hidden_size 2560 with DeepStack layers [5, 11, 17], so rows
  *   2560 × 4 = 10,240 wide; its video processor's bounds 4,096–25,165,824 pixels over all
@@ -106,6 +108,41 @@ export const REFERENCE_MODEL_DIRS = {
         patch_size: 14,
         spatial_merge_size: 2,
         spatial_patch_size: 14,
+        temporal_patch_size: 2,
+      },
+    },
+  },
+  'qwen2.5-vl-3b-reference': {
+    build: () => buildVisionModel(2048),
+    preprocessor: {
+      min_pixels: 3136,
+      max_pixels: 12845056,
+      patch_size: 14,
+      temporal_patch_size: 2,
+      merge_size: 2,
+      image_mean: [0.48145466, 0.4578275, 0.40821073],
+      image_std: [0.26862954, 0.26130258, 0.27577711],
+      image_processor_type: 'Qwen2VLImageProcessor',
+      processor_class: 'Qwen2_5_VLProcessor',
+    },
+    config: {
+      architectures: ['Qwen2_5_VLForConditionalGeneration'],
+      model_type: 'qwen2_5_vl',
+      hidden_size: 2048,
+      vision_config: {
+        depth: 32,
+        hidden_act: 'silu',
+        hidden_size: 1280,
+        intermediate_size: 3420,
+        num_heads: 16,
+        in_chans: 3,
+        out_hidden_size: 2048,
+        patch_size: 14,
+        spatial_merge_size: 2,
+        spatial_patch_size: 14,
+        window_size: 112,
+        fullatt_block_indexes: [7, 15, 23, 31],
+        tokens_per_second: 2,
         temporal_patch_size: 2,
       },
     },
