@@ -18,10 +18,14 @@ reads it (size, min_patches, max_patches, image_mean, image_std; crop_to_patches
 processor's True whatever the file says).
 """
 import json
+import os
 import sys
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qwen2vl_reference import diff_stats, load_rgb  # noqa: E402
 
 SIZE = 448
 MIN_PATCHES = 1
@@ -68,13 +72,6 @@ def optimal_tiled_canvas(height, width, tile, min_tiles, max_tiles):
     return best
 
 
-def load_rgb(path):
-    image = ImageOps.exif_transpose(Image.open(path))
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-        image = Image.fromarray((np.asarray(image, dtype=np.uint32) >> 8).astype(np.uint8))
-    return image.convert("RGB")  # alpha ignored: the stored colour is kept
-
-
 def resize(array, height, width):
     """image_transforms.resize of a uint8 channels-last array: through PIL and back."""
     return np.array(Image.fromarray(array.astype(np.uint8)).resize((width, height), resample=Image.BICUBIC))
@@ -116,11 +113,7 @@ def main():
         counts.append(int(p.shape[0]))
         canvases.append(canvas)
     ref = np.concatenate(refs)
-    out = {"tiles": counts, "canvases": canvases, "rows": [int(ours.shape[0]), int(ref.shape[0])]}
-    if ours.shape == ref.shape:
-        d = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
-        out.update(max=float(d.max()), mean=float(d.mean()), p999=float(np.quantile(d, 0.999)))
-    print(json.dumps(out))
+    print(json.dumps({"tiles": counts, "canvases": canvases, **diff_stats(ours, ref)}))
 
 
 if __name__ == "__main__":

@@ -101,6 +101,15 @@ def preprocess(path, min_pixels, max_pixels):
     return np.array(rows), [gt, gh, gw]
 
 
+def diff_stats(ours, ref):
+    """Both sides' row counts and, when the shapes agree, max / mean / 99.9th-percentile |diff|."""
+    out = {"rows": [int(ours.shape[0]), int(ref.shape[0])]}
+    if ours.shape == ref.shape:
+        d = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
+        out.update(max=float(d.max()), mean=float(d.mean()), p999=float(np.quantile(d, 0.999)))
+    return out
+
+
 def main():
     args = sys.argv[1:]
     if args[0] == "--config":
@@ -114,11 +123,7 @@ def main():
         refs.append(p)
         grids.append(g)
     ref = np.concatenate(refs)
-    out = {"grids": grids, "rows": [int(ours.shape[0]), int(ref.shape[0])]}
-    if ours.shape == ref.shape:
-        d = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
-        out.update(max=float(d.max()), mean=float(d.mean()), p999=float(np.quantile(d, 0.999)))
-    print(json.dumps(out))
+    print(json.dumps({"grids": grids, **diff_stats(ours, ref)}))
 
 
 if __name__ == "__main__":

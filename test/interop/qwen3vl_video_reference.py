@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qwen2vl_reference import load_rgb  # noqa: E402
+from qwen2vl_reference import diff_stats, load_rgb  # noqa: E402
 
 
 def round_half_even(x):
@@ -89,12 +89,7 @@ def main():
     patches = video.reshape(gt, temporal, c, gh // merge, merge, patch, gw // merge, merge, patch)
     patches = patches.transpose(0, 3, 6, 4, 7, 2, 1, 5, 8)
     ref = patches.reshape(gt * gh * gw, c * temporal * patch * patch)
-    ours = np.load(ours_path)
-    out = {"grid": [gt, gh, gw], "rows": [int(ours.shape[0]), int(ref.shape[0])]}
-    if ours.shape == ref.shape:
-        d = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
-        out.update(max=float(d.max()), mean=float(d.mean()), p999=float(np.quantile(d, 0.999)))
-    print(json.dumps(out))
+    print(json.dumps({"grid": [gt, gh, gw], **diff_stats(np.load(ours_path), ref)}))
 
 
 if __name__ == "__main__":

@@ -80,20 +80,22 @@ const INTERNVL3_GEOMETRY: VisionGeometry = {
   tiling: { size: 448, minTiles: 1, maxTiles: 12, thumbnail: true },
 };
 
+/** Qwen2-VL's image processor as its checkpoints state it; Qwen2.5-VL's are the same values. */
+const QWEN2_VL_IMAGE_PROCESSOR = {
+  min_pixels: 3136,
+  max_pixels: 12845056,
+  patch_size: 14,
+  temporal_patch_size: 2,
+  merge_size: 2,
+  image_mean: [0.48145466, 0.4578275, 0.40821073],
+  image_std: [0.26862954, 0.26130258, 0.27577711],
+  image_processor_type: 'Qwen2VLImageProcessor',
+} as const;
+
 export const REFERENCE_MODEL_DIRS = {
   'qwen2-vl-2b-reference': {
     build: () => buildVisionModel(1536),
-    preprocessor: {
-      min_pixels: 3136,
-      max_pixels: 12845056,
-      patch_size: 14,
-      temporal_patch_size: 2,
-      merge_size: 2,
-      image_mean: [0.48145466, 0.4578275, 0.40821073],
-      image_std: [0.26862954, 0.26130258, 0.27577711],
-      image_processor_type: 'Qwen2VLImageProcessor',
-      processor_class: 'Qwen2VLProcessor',
-    },
+    preprocessor: { ...QWEN2_VL_IMAGE_PROCESSOR, processor_class: 'Qwen2VLProcessor' },
     config: {
       architectures: ['Qwen2VLForConditionalGeneration'],
       model_type: 'qwen2_vl',
@@ -114,17 +116,7 @@ export const REFERENCE_MODEL_DIRS = {
   },
   'qwen2.5-vl-3b-reference': {
     build: () => buildVisionModel(2048),
-    preprocessor: {
-      min_pixels: 3136,
-      max_pixels: 12845056,
-      patch_size: 14,
-      temporal_patch_size: 2,
-      merge_size: 2,
-      image_mean: [0.48145466, 0.4578275, 0.40821073],
-      image_std: [0.26862954, 0.26130258, 0.27577711],
-      image_processor_type: 'Qwen2VLImageProcessor',
-      processor_class: 'Qwen2_5_VLProcessor',
-    },
+    preprocessor: { ...QWEN2_VL_IMAGE_PROCESSOR, processor_class: 'Qwen2_5_VLProcessor' },
     config: {
       architectures: ['Qwen2_5_VLForConditionalGeneration'],
       model_type: 'qwen2_5_vl',

@@ -25,8 +25,6 @@ import { announceLoaded } from '../workers/close-pool';
 // Runs in the single inference worker thread. ONNX Runtime's run() blocks its calling
 // thread for the whole forward; here that is this worker, never the main event loop.
 const data = Piscina.workerData as InferenceWorkerData;
-/** Each tiling model's tile side, by name (input [tiles, 3, tile, tile]). */
-const tiles = new Map(data.visionModels.filter((m) => m.tile).map((m) => [m.name, m.tile!]));
 
 let sessions:
   | Promise<{
@@ -234,6 +232,16 @@ async function audioOutputs(task: ForwardTask, dims: readonly number[], values: 
   return outputs;
 }
 
+/**
+ * A tiling model's tile side (its input is [tiles, 3, tile, tile]); 0 for patch rows. Read
+ * per forward, not when this module loads: a thread may be started and closed before it has
+ * any model (the pool-churn probe), and module code must not throw then.
+ */
+function tileOf(model: string | undefined): number {
+  const m = model ? data.visionModels.find((v) => v.name === model) : data.visionModels[0];
+  return m?.tile ?? 0;
+}
+
 /** One packed forward for every part (a fused batch), split back per request. */
 async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardResult> {
   const { visions, vision, audio, info: models } = await load();
@@ -251,7 +259,7 @@ async function run(task: ForwardTask, inputs: Float32Array[]): Promise<ForwardRe
     input,
     task.parts.flatMap((p) => p.grids),
     models.audioMels,
-    task.kind === 'vision' ? (tiles.get(task.model ?? data.visionModels[0]!.name) ?? 0) : 0,
+    task.kind === 'vision' ? tileOf(task.model) : 0,
   );
   const started = performance.now();
   const out = await session.run(feeds);

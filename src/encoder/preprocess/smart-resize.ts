@@ -25,20 +25,41 @@ export function smartResize(
 ): [number, number] {
   if (height <= 0 || width <= 0)
     throw new SmartResizeError(`invalid image size ${width}x${height}`);
+  checkAspect(height, width);
+  return fit(height, width, factor, minPixels, maxPixels, 1, 1);
+}
+
+function checkAspect(height: number, width: number): void {
   const ratio = Math.max(height, width) / Math.min(height, width);
-  if (ratio > MAX_ASPECT_RATIO) {
+  if (ratio > MAX_ASPECT_RATIO)
     throw new SmartResizeError(
       `absolute aspect ratio must be smaller than ${MAX_ASPECT_RATIO}, got ${ratio}`,
     );
-  }
+}
+
+/**
+ * Both smart resizes' rounding: each side to the nearest multiple of `factor` (half to
+ * even), then, if `t` such frames fall outside the bounds, both sides scaled by the same
+ * β (computed over `frames` frames of the size given) and rounded down (too large) or up
+ * (too small). An image is one frame, `t` and `frames` 1.
+ */
+function fit(
+  height: number,
+  width: number,
+  factor: number,
+  minPixels: number,
+  maxPixels: number,
+  t: number,
+  frames: number,
+): [number, number] {
   let h = roundHalfEven(height / factor) * factor;
   let w = roundHalfEven(width / factor) * factor;
-  if (h * w > maxPixels) {
-    const beta = Math.sqrt((height * width) / maxPixels);
+  if (t * h * w > maxPixels) {
+    const beta = Math.sqrt((frames * height * width) / maxPixels);
     h = Math.max(factor, Math.floor(height / beta / factor) * factor);
     w = Math.max(factor, Math.floor(width / beta / factor) * factor);
-  } else if (h * w < minPixels) {
-    const beta = Math.sqrt(minPixels / (height * width));
+  } else if (t * h * w < minPixels) {
+    const beta = Math.sqrt(minPixels / (frames * height * width));
     h = Math.ceil((height * beta) / factor) * factor;
     w = Math.ceil((width * beta) / factor) * factor;
   }
@@ -72,24 +93,9 @@ export function videoSmartResize(
     height = Math.trunc(height * scale);
     width = Math.trunc(width * scale);
   }
-  const ratio = Math.max(height, width) / Math.min(height, width);
-  if (ratio > MAX_ASPECT_RATIO)
-    throw new SmartResizeError(
-      `absolute aspect ratio must be smaller than ${MAX_ASPECT_RATIO}, got ${ratio}`,
-    );
-  let h = roundHalfEven(height / factor) * factor;
-  let w = roundHalfEven(width / factor) * factor;
+  checkAspect(height, width);
   const t = roundHalfEven(frames / temporalFactor) * temporalFactor;
-  if (t * h * w > maxPixels) {
-    const beta = Math.sqrt((frames * height * width) / maxPixels);
-    h = Math.max(factor, Math.floor(height / beta / factor) * factor);
-    w = Math.max(factor, Math.floor(width / beta / factor) * factor);
-  } else if (t * h * w < minPixels) {
-    const beta = Math.sqrt(minPixels / (frames * height * width));
-    h = Math.ceil((height * beta) / factor) * factor;
-    w = Math.ceil((width * beta) / factor) * factor;
-  }
-  return [h, w];
+  return fit(height, width, factor, minPixels, maxPixels, t, frames);
 }
 
 /**
