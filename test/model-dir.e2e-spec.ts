@@ -189,9 +189,13 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
   it("serves an InternVL directory: 448-pixel tiles with a thumbnail, 256 tokens a tile, the projector's width, over /encode, NATS and vLLM's face, beside a Qwen2-VL model", async () => {
     const ecPath = mkdtempSync(join(tmpdir(), 'epd-ivl-ec-'));
     const prefix = uniquePrefix();
+    // A copy without its video processor's file: it serves images and refuses video.
+    const noVideo = join(mkdtempSync(join(tmpdir(), 'epd-modeldir-')), 'ivl');
+    cpSync(INTERNVL, noVideo, { recursive: true });
+    rmSync(join(noVideo, 'video_preprocessor_config.json'));
     svc = await startServiceProcess({
       EPD_SUBJECT_PREFIX: prefix,
-      EPD_MODEL_DIR: `${INTERNVL},${REFERENCE}`,
+      EPD_MODEL_DIR: `${INTERNVL},${REFERENCE},ivl-no-video=${noVideo}`,
       EPD_ALLOW_REFERENCE_MODEL: 'true',
       EPD_NATS_URL: sharedNatsUrl(),
       EPD_VLLM_EC_PATH: ecPath,
@@ -204,6 +208,7 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
     expect(admin.models.map((m) => [m.name, m.family])).toEqual([
       ['internvl3-1b-reference', 'internvl'],
       ['qwen2-vl-2b-reference', 'qwen2-vl'],
+      ['ivl-no-video', 'internvl'],
     ]);
     expect(admin.preprocessing.per_model[0]).toMatchObject({
       patch_size: 14,
@@ -262,13 +267,19 @@ describe('EPD_MODEL_DIR (e2e, the built service)', () => {
       .post('/encode')
       .send({ ...body('ivl-q2', [square]), model: 'qwen2-vl-2b-reference' });
     expect(qwen.body).toMatchObject({ embedding_len: 256, embedding_dim: 1536 });
-    // Video is refused by name, before anything is loaded (one tile per frame is not built).
+    // Video: one 448 tile a frame (its video processor's file), 256 tokens each; without
+    // that file, a 400 that names it, before anything is loaded.
     const video = await request(svc.url)
       .post('/encode')
       .send(body('ivl-v', [square, square], 'video'));
-    expect(video.status).toBe(400);
-    expect(video.body.message).toContain(
-      'model "internvl3-1b-reference" (internvl) takes no video here yet',
+    expect(video.status).toBe(200);
+    expect(video.body).toMatchObject({ embedding_len: 512, embedding_dim: 896 });
+    const refused = await request(svc.url)
+      .post('/encode')
+      .send({ ...body('ivl-v2', [square, square], 'video'), model: 'ivl-no-video' });
+    expect(refused.status).toBe(400);
+    expect(refused.body.message).toContain(
+      'model "ivl-no-video" (internvl) takes no video here yet: its directory has no video_preprocessor_config.json',
     );
     // vLLM's face: the grid as [tiles, 32, 32] (tokens = t·h·w / 4, as for every model) and
     // the file's rows (the staging dtype, float32 by default), bit for bit the CLI's forward

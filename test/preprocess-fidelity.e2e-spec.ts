@@ -385,3 +385,52 @@ describe("Qwen3-VL video matches a port of transformers' Qwen3VLVideoProcessor, 
     expect(ref.error).toContain('must be larger than temporal_factor:2');
   });
 });
+
+describe("InternVL video matches a port of transformers' InternVLVideoProcessor, read at commit 01841b34, configured by the checkpoint's video_preprocessor_config.json (Pillow's resize)", () => {
+  const videoConfig = join(INTERNVL_DIR, 'video_preprocessor_config.json');
+
+  it.each([
+    ['3 frames 640x480 (each shrunk to one tile)', 3, 640, 480, 'shrunk'],
+    ['2 frames 300x200 (each grown to one tile)', 2, 300, 200, 'identical'],
+  ] as const)('%s', async (name, n, w, h, kind) => {
+    const paths = await Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const path = join(dir, `ivlv_${name.replace(/\W+/g, '_')}_${i}.png`);
+        writeFileSync(path, await (await photo(w, h)).png().toBuffer());
+        return path;
+      }),
+    );
+    const ours = join(dir, `ivlv_${name.replace(/\W+/g, '_')}.npy`);
+    const pre = JSON.parse(
+      execFileSync(
+        process.execPath,
+        [
+          'dist/cli/embed.js',
+          ...paths,
+          '--modality',
+          'video',
+          '--model-dir',
+          INTERNVL_DIR,
+          '--patches',
+          ours,
+        ],
+        { maxBuffer: 64 * 1024 * 1024 },
+      ).toString(),
+    ) as { shape: number[]; grids: number[][]; tokens: number };
+    const d = JSON.parse(
+      execFileSync(PYTHON, [
+        'test/interop/internvl_reference.py',
+        '--video',
+        videoConfig,
+        ours,
+        ...paths,
+      ]).toString(),
+    ) as TiledDiff;
+    // One tile a frame: the grid [frames, 32, 32], 256 tokens a frame.
+    expect(pre.grids).toEqual([[n, 32, 32]]);
+    expect(pre.tokens).toBe(n * 256);
+    expect(d.rows).toEqual([n, n]);
+    if (kind === 'identical') expect(d.max).toBe(0);
+    else expectResizedWithinTargets(d);
+  });
+});

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import type { VideoBounds } from '../common/vision-geometry';
 import {
   MAX_MERGE,
   MAX_PATCH,
@@ -8,6 +9,7 @@ import {
   isInt,
   normalisation,
   oneInteger,
+  readJson,
   type Json,
   type ModelDir,
 } from './model-dir-files';
@@ -37,6 +39,28 @@ const MAX_TILES = 64;
  * projector's output). InternVLProcessor always crops to tiles (its own default), whatever
  * the image processor's `crop_to_patches` says, and adds the thumbnail.
  */
+/**
+ * InternVL's video processor (video_preprocessor_config.json): each frame resized to one
+ * tile, so its `size` must be the tile's; its own mean and std (the class's defaults are
+ * CLIP's and 384, so the file must state them).
+ */
+function tiledVideo(pre: Json, file: string, tile: number): VideoBounds {
+  const size = (typeof pre.size === 'object' && pre.size !== null ? pre.size : {}) as Json;
+  if (size.height !== tile || size.width !== tile)
+    throw new ModelDirError(
+      `${file}: size must be {"height": ${tile}, "width": ${tile}} (one tile a frame), it is ${JSON.stringify(pre.size)}`,
+    );
+  const { imageMean, imageStd } = normalisation(pre, file);
+  const pixels = tile * tile;
+  return Object.freeze({
+    minPixels: pixels,
+    maxPixels: pixels,
+    capPixelsPerFrame: false,
+    imageMean,
+    imageStd,
+  });
+}
+
 export function readTiledDir(
   dir: string,
   family: string,
@@ -113,8 +137,13 @@ export function readTiledDir(
   const visionPath = join(dir, MODEL_DIR_FILES.vision);
   if (!existsSync(visionPath))
     throw new ModelDirError(`${visionPath} is missing (the ONNX vision tower)`);
+  const videoFile = join(dir, MODEL_DIR_FILES.video);
+  const video = existsSync(videoFile)
+    ? tiledVideo(readJson(dir, MODEL_DIR_FILES.video), videoFile, tile)
+    : undefined;
   // One tile per image at least, at most maxTiles and the thumbnail: the canvas bounds.
   return {
+    ...(video ? { video } : {}),
     dir,
     name: basename(dir),
     family,

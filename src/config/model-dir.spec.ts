@@ -157,6 +157,28 @@ describe('readModelDir', () => {
       expect(readModelDir(d, '/').geometry.tiling).toMatchObject({ minTiles: 1, maxTiles: 12 });
     });
 
+    it("reads its video processor's file: one tile a frame, its own mean and std", () => {
+      const d = with_({}, {});
+      expect(readModelDir(d, '/').video).toBeUndefined();
+      const video = {
+        size: { height: 448, width: 448 },
+        image_mean: [0.485, 0.456, 0.406],
+        image_std: [0.229, 0.224, 0.225],
+      };
+      writeFileSync(join(d, 'video_preprocessor_config.json'), JSON.stringify(video));
+      expect(readModelDir(d, '/').video).toMatchObject({
+        minPixels: 448 * 448,
+        imageMean: [0.485, 0.456, 0.406],
+      });
+      writeFileSync(
+        join(d, 'video_preprocessor_config.json'),
+        JSON.stringify({ ...video, size: { height: 384, width: 384 } }),
+      );
+      expect(() => readModelDir(d, '/')).toThrow(
+        /video_preprocessor_config\.json: size must be \{"height": 448, "width": 448\} \(one tile a frame\)/,
+      );
+    });
+
     it('names the file and key of what is missing or contradictory', () => {
       expect(() => readModelDir(with_({ size: { height: 448, width: 224 } }, {}), '/')).toThrow(
         /size\.height=448 and size\.width=224 differ: tiles are square/,

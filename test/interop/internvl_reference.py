@@ -9,6 +9,10 @@ image resized to one tile) when there is more than one tile, each tile resized t
 size again (a no-op), rescale 1/255, normalise, channels first.
 
 usage: internvl_reference.py --config preprocessor_config.json OURS.npy IMAGE...
+       internvl_reference.py --video video_preprocessor_config.json OURS.npy FRAME...
+With --video: InternVLVideoProcessor's frames, each resized to one tile (no tiling, no
+thumbnail), normalised with that file's mean and std; its resize is torchvision's, this
+port's Pillow's (as the image port's).
 Compares the reference tiles with OURS.npy (float32 [tiles, 3 * size * size]) and prints
 one JSON line: tiles per image, the arrangement (columns, rows) per image, and
 max / mean / 99.9th-percentile |diff|.
@@ -100,8 +104,22 @@ def preprocess(path):
     return np.array(out), [cols, rows]
 
 
+def video(config_path, ours_path, frames):
+    configure(config_path)
+    tiles = []
+    for path in frames:
+        t = resize(np.array(load_rgb(path)), SIZE, SIZE)
+        t = (t.astype(np.float64) * (1 / 255)).astype(np.float32)
+        t = (t - MEAN.astype(np.float32)) / STD.astype(np.float32)
+        tiles.append(t.transpose(2, 0, 1).reshape(-1))
+    print(json.dumps({"tiles": [len(tiles)], **diff_stats(np.load(ours_path), np.array(tiles))}))
+
+
 def main():
     args = sys.argv[1:]
+    if args[0] == "--video":
+        video(args[1], args[2], args[3:])
+        return
     if args[0] == "--config":
         configure(args[1])
         args = args[2:]

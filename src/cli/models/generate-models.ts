@@ -210,6 +210,21 @@ export const REFERENCE_MODEL_DIRS = {
       rescale_factor: 0.00392156862745098,
       size: { height: 448, width: 448 },
     },
+    // Its video processor: each frame one 448 tile, ImageNet mean/std.
+    video: {
+      do_convert_rgb: true,
+      do_normalize: true,
+      do_rescale: true,
+      do_resize: true,
+      image_mean: [0.485, 0.456, 0.406],
+      image_std: [0.229, 0.224, 0.225],
+      initial_shift: true,
+      processor_class: 'InternVLProcessor',
+      resample: 3,
+      rescale_factor: 0.00392156862745098,
+      size: { height: 448, width: 448 },
+      video_processor_type: 'InternVLVideoProcessor',
+    },
     config: {
       architectures: ['InternVLForConditionalGeneration'],
       model_type: 'internvl',

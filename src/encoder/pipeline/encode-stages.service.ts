@@ -77,9 +77,9 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
     if (!models.has(name)) throw Errors.unknownModel(name, quotedList(models.keys()), req.req_id);
     if (req.modality === 'audio' && name !== defaultModel)
       throw Errors.audioOnDefaultModel(name, defaultModel, req.req_id);
-    // Refused rather than encoded to a grid the receiver disagrees with: Qwen3-VL's video
-    // processor has bounds of its own (its directory's video_preprocessor_config.json), and
-    // InternVL's resizes each frame to one tile with a sampler of its own.
+    // Refused rather than encoded to a grid or values the receiver disagrees with: Qwen3-VL's
+    // and InternVL's video processors are their directories' video_preprocessor_config.json
+    // (Qwen3-VL's pixel bounds; InternVL's tile size and normalisation).
     const { family, geometry, video } = models.get(name)!;
     if (req.modality === 'video' && family.startsWith('qwen3-vl') && !video)
       throw Errors.videoNotYet(
@@ -88,11 +88,11 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
         "its directory has no video_preprocessor_config.json, whose pixel bounds decide a video's grid",
         req.req_id,
       );
-    if (req.modality === 'video' && geometry.tiling)
+    if (req.modality === 'video' && geometry.tiling && !video)
       throw Errors.videoNotYet(
         name,
         family,
-        "its video processor's one tile per frame is not implemented",
+        "its directory has no video_preprocessor_config.json, whose size and normalisation decide each frame's tile",
         req.req_id,
       );
     return name;

@@ -159,9 +159,12 @@ async function videoFrames(task: PreprocessTask): Promise<{
     const d = probes[item]!;
     frames.push({ item, page: index - first, pixels: d.width * d.height });
   }
-  const [h, w] = task.video
-    ? videoResize(probes[0]!, frames.length, task, task.video)
-    : resize(probes[0]!, task, 0);
+  const tiling = task.geometry.tiling;
+  const [h, w] = tiling
+    ? [tiling.size, tiling.size] // InternVL: each frame is one tile
+    : task.video
+      ? videoResize(probes[0]!, frames.length, task, task.video)
+      : resize(probes[0]!, task, 0);
   return { h, w, frames, total };
 }
 
@@ -202,9 +205,34 @@ const videoGeometry = (task: PreprocessTask): VisionGeometry =>
     ? { ...task.geometry, imageMean: task.video.imageMean, imageStd: task.video.imageStd }
     : task.geometry;
 
+/**
+ * A tiling family's video (InternVL's video processor): every kept frame resized to one tile,
+ * no tiling and no thumbnail, normalised as the video processor says; the grid is
+ * `[frames, size / patch, size / patch]`, 256 tokens a frame.
+ */
+async function tiledVideo(task: PreprocessTask): Promise<Produced> {
+  if (!task.video) throw new StageError('process', 0, 'this model has no video processor here');
+  const g = videoGeometry(task);
+  const size = g.tiling!.size;
+  const dim = patchDim(g);
+  const { frames } = await videoFrames(task);
+  const data = inputBuffer(frames.length * dim);
+  for (const [k, f] of frames.entries()) {
+    const rgb = await rgbFrame(
+      task.items[f.item]!,
+      f.item,
+      f.page,
+      size,
+      size,
+      task.maxDecodedPixels,
+    );
+    writeTile(rgb, size, 0, 0, g, data, k * dim);
+  }
+  return packed(data, [tileGrid(frames.length, g)], g);
+}
+
 async function video(task: PreprocessTask): Promise<Produced> {
-  if (task.geometry.tiling)
-    throw new StageError('process', 0, 'a tiling model takes no video here yet');
+  if (task.geometry.tiling) return tiledVideo(task);
   const { h, w, frames } = await videoFrames(task);
   const rgb: Uint8Array[] = [];
   for (const f of frames)
@@ -258,16 +286,17 @@ async function planMedia(task: PreprocessTask): Promise<PlanResult> {
           : patchValues(1, h, w, task.geometry)) * float32;
     }
   } else {
-    // The encode path refuses it first (a 400 naming the model); this is the backstop.
-    if (task.geometry.tiling)
-      throw new StageError('process', 0, 'a tiling model takes no video here yet');
     const { h, w, frames, total } = await videoFrames(task);
-    plan.tokens = tokensOf(task.geometry, frames.length, h, w);
+    const g = task.geometry;
+    plan.tokens = g.tiling
+      ? tokensForGrid(...tileGrid(frames.length, g), g.mergeSize)
+      : tokensOf(g, frames.length, h, w);
     plan.itemTokens = [plan.tokens];
     plan.sourceFrames = total;
     plan.keptFrames = frames.length;
     plan.decodedPixels = frames.reduce((n, f) => n + f.pixels, 0);
-    plan.inputBytes = patchValues(frames.length, h, w, task.geometry) * float32;
+    plan.inputBytes =
+      (g.tiling ? frames.length * patchDim(g) : patchValues(frames.length, h, w, g)) * float32;
   }
   return plan;
 }

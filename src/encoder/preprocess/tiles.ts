@@ -1,14 +1,19 @@
 import { CHANNELS, type VisionGeometry } from '../../common/vision-geometry';
 import { luts } from './patchify';
 
-/** One normalisation table set per geometry a process serves (a handful at most). */
-const tables = new Map<VisionGeometry, [Float32Array, Float32Array, Float32Array]>();
+/**
+ * One normalisation table set per mean and std a process serves (a handful: each model's
+ * image and video processors), keyed by value, so a geometry made per request (a video's
+ * own mean and std) finds its tables.
+ */
+const tables = new Map<string, [Float32Array, Float32Array, Float32Array]>();
 
 function tablesOf(g: VisionGeometry) {
-  let t = tables.get(g);
+  const key = `${g.imageMean.join()}/${g.imageStd.join()}`;
+  let t = tables.get(key);
   if (!t) {
     t = luts(g);
-    tables.set(g, t);
+    tables.set(key, t);
   }
   return t;
 }
