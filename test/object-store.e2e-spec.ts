@@ -278,6 +278,9 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     const view = await cacheView(c);
     expect(view.store_hits).toBe(1);
     expect(view.object_store!.reads.hit).toBe(1);
+    // Each store read is timed (the tier emits object-store.op; the metrics listen).
+    const metrics = await (await fetch(`${c.svc.url}/metrics`)).text();
+    expect(metrics).toMatch(/^epd_encoder_object_store_seconds_count\{op="get"\} [1-9]\d*$/m);
 
     // Every object in the cache bucket gets other bytes under the same metadata: a reader
     // that trusted the store would now serve a wrong embedding.

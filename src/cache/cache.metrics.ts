@@ -1,3 +1,4 @@
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { Injectable } from '@nestjs/common';
 import { OwnedMetrics } from '../metrics/owned-metrics';
 import { EncodeCache } from './encode-cache.service';
@@ -6,7 +7,7 @@ import { ObjectTier } from './object-tier';
 /** The embedding cache, read at scrape time. */
 @Injectable()
 export class CacheMetrics extends OwnedMetrics {
-  constructor(cache: EncodeCache, tier: ObjectTier) {
+  constructor(cache: EncodeCache, tier: ObjectTier, events: LifecycleEvents) {
     super();
     const store = cache.store;
     this.ownTotals('epd_encoder_cache_lookups_total', () => {
@@ -47,6 +48,6 @@ export class CacheMetrics extends OwnedMetrics {
     });
     this.gauge('epd_encoder_object_store_write_queue', () => tier.stats().queued);
     const seconds = this.histogram('epd_encoder_object_store_seconds');
-    tier.observe((op, s) => seconds.observe({ op }, s));
+    events.on('object-store.op', (op, s) => seconds.observe({ op }, s));
   }
 }

@@ -1,3 +1,4 @@
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { performance } from 'node:perf_hooks';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -63,8 +64,6 @@ export interface ObjectTierStats {
   staged: { written: number; failed: number; read: number; deleted: number };
 }
 
-type Observer = (op: 'get' | 'put' | 'delete', seconds: number) => void;
-
 /**
  * The JetStream Object Store tier (EPD_CACHE_STORE=jetstream), on the NATS servers the
  * service already uses: two buckets, opened (created if missing, checked if not) at start.
@@ -96,7 +95,6 @@ export class ObjectTier implements OnApplicationBootstrap {
   private putting = false;
   private flushing = false;
   private onDrained?: () => void;
-  private observer?: Observer;
   /** Whether the process is idle enough to write now (writeWhen); always, until told. */
   private mayWrite: () => boolean = () => true;
   private readonly counters = {
@@ -113,6 +111,8 @@ export class ObjectTier implements OnApplicationBootstrap {
     private readonly clock: Clock,
     role: ProcessRole,
     private readonly buckets: BucketKeeper,
+    /** Told how long each store operation took (`object-store.op`). */
+    private readonly events: LifecycleEvents,
   ) {
     // A DP worker's supervisor owns the NATS side; the tier is one process's (EPD_DP_SIZE 1).
     this.enabled = config.cache.store === 'jetstream' && role.single;
@@ -136,11 +136,6 @@ export class ObjectTier implements OnApplicationBootstrap {
   /** Resolves once both buckets are open; rejects with StoreConfigError if they never can be. */
   ready(): Promise<void> {
     return this.enabled ? this.readyPromise : Promise.resolve();
-  }
-
-  /** Told how long each store operation took (the metrics; one observer). */
-  observe(observer: Observer): void {
-    this.observer = observer;
   }
 
   onApplicationBootstrap(): void {
@@ -265,7 +260,7 @@ export class ObjectTier implements OnApplicationBootstrap {
         bound,
         () => new Error(`no answer from the object store within ${bound} ms`),
       );
-      this.observer?.('get', (performance.now() - started) / 1000);
+      this.events.emit('object-store.op', 'get', (performance.now() - started) / 1000);
       if (!found) return this.missed('absent');
       const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype, true);
       if (!rows) {
@@ -413,7 +408,7 @@ export class ObjectTier implements OnApplicationBootstrap {
       }
       throw err;
     }
-    this.observer?.('put', (performance.now() - started) / 1000);
+    this.events.emit('object-store.op', 'put', (performance.now() - started) / 1000);
   }
 
   // --- Staged embeddings handed over at shutdown --------------------------------------
@@ -463,7 +458,7 @@ export class ObjectTier implements OnApplicationBootstrap {
       void this.buckets.failed(this.stagedBucket); // deleted? then made again
       throw err;
     });
-    this.observer?.('get', (performance.now() - started) / 1000);
+    this.events.emit('object-store.op', 'get', (performance.now() - started) / 1000);
     if (!found) return undefined;
     const rows = rowsOfObject(found.bytes, found.meta, this.config.encoder.stagingDtype, true);
     const m = found.meta ?? {};
@@ -501,7 +496,7 @@ export class ObjectTier implements OnApplicationBootstrap {
     const started = performance.now();
     if (!(await this.io!.remove(this.stagedBucket, reqId))) return false;
     this.counters.staged.deleted++;
-    this.observer?.('delete', (performance.now() - started) / 1000);
+    this.events.emit('object-store.op', 'delete', (performance.now() - started) / 1000);
     return true;
   }
 

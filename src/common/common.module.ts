@@ -2,6 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { AdminSessions } from './auth/admin-sessions';
 import { AdminTokenGuard } from './auth/admin-token.guard';
 import { Clock } from './clock';
+import { LifecycleEvents } from './lifecycle-events';
 import { Deadlines } from './deadline';
 import { Readiness, ReadinessInterceptor } from './readiness';
 
@@ -11,7 +12,23 @@ import { Readiness, ReadinessInterceptor } from './readiness';
  */
 @Global()
 @Module({
-  providers: [Clock, Deadlines, AdminSessions, AdminTokenGuard, Readiness, ReadinessInterceptor],
-  exports: [Clock, Deadlines, AdminSessions, AdminTokenGuard, Readiness, ReadinessInterceptor],
+  providers: [
+    Clock,
+    LifecycleEvents,
+    Deadlines,
+    AdminSessions,
+    AdminTokenGuard,
+    Readiness,
+    ReadinessInterceptor,
+  ],
+  exports: [
+    Clock,
+    LifecycleEvents,
+    Deadlines,
+    AdminSessions,
+    AdminTokenGuard,
+    Readiness,
+    ReadinessInterceptor,
+  ],
 })
 export class CommonModule {}

@@ -17,6 +17,12 @@ export type StagingDtype = 'float32' | 'float16' | 'bfloat16';
  * `second_per_grid_ts` (seconds per temporal grid step), Qwen3-VL's `video_timestamps`
  * (seconds, one per temporal patch). Computed by encoder/video-timing.ts.
  */
+/** How a wait_metadata ended. */
+export type WaitOutcome = 'ok' | 'timeout' | 'error' | 'cancelled';
+
+/** Why a request's state ended: acked by its receivers, released by a call, expired, failed. */
+export type ReleaseReason = 'ack' | 'explicit' | 'ttl' | 'error';
+
 export interface VideoTiming {
   second_per_grid_ts?: number[];
   video_timestamps?: number[][];

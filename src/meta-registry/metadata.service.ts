@@ -1,3 +1,5 @@
+import type { WaitOutcome } from '../common/kernel';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { map, tap, TimeoutError, type Observable } from 'rxjs';
@@ -11,8 +13,7 @@ import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from
 import { failSpan, SpanKind, startSpan } from '../tracing/tracing';
 
 /** How a wait_metadata call ended: ok, timeout (504), error, or cancelled by its caller. */
-export type WaitOutcome = 'ok' | 'timeout' | 'error' | 'cancelled';
-export type WaitObserver = (outcome: WaitOutcome, seconds: number) => void;
+export type { WaitOutcome };
 
 function waitOutcome(err: unknown): WaitOutcome {
   if (err instanceof TimeoutError) return 'timeout';
@@ -28,12 +29,13 @@ function waitOutcome(err: unknown): WaitOutcome {
 export class MetadataService {
   /** One process that may outlive records of its own previous process (a shared store). */
   private readonly checksBoot: boolean;
-  private observer?: WaitObserver;
 
+  /** `events`: told how each wait ended and how long it took (`wait.completed`). */
   constructor(
     private readonly registry: MetaRegistry,
     config: AppConfig,
     role: ProcessRole,
+    private readonly events: LifecycleEvents,
   ) {
     this.checksBoot = role.single && config.registry.store === 'jetstream';
   }
@@ -43,11 +45,6 @@ export class MetadataService {
     return null;
   }
 
-  /** Told how each wait ended and how long it took (the metrics; one observer). */
-  observeWaits(observer: WaitObserver): void {
-    this.observer = observer;
-  }
-
   /** `timeoutMs` is already resolved and capped by the caller (the Deadlines helper). */
   wait(
     reqId: string,
@@ -55,15 +52,16 @@ export class MetadataService {
     options: WaitOptions,
   ): Observable<WaitMetadataResponse> {
     const answer = this.answer(reqId, partIdx, options);
-    const observer = this.observer;
+    const observed = this.events.count('wait.completed') > 0;
     const span = startSpan('wait_metadata', { 'epd.req_id': reqId }, SpanKind.SERVER);
-    if (!observer && !span) return answer;
+    if (!observed && !span) return answer;
     const started = performance.now();
     let ended = false;
     const end = (outcome: WaitOutcome, err?: unknown) => {
       if (ended) return;
       ended = true;
-      observer?.(outcome, (performance.now() - started) / 1000);
+      if (observed)
+        this.events.emit('wait.completed', outcome, (performance.now() - started) / 1000);
       if (span) {
         span.setAttribute('epd.outcome', outcome);
         if (err !== undefined) failSpan(span, err);

@@ -5,7 +5,8 @@ import {
   type RegistryCounters,
   type RegistryStats,
 } from '../meta-registry/meta-registry.service';
-import { MetadataService, type WaitOutcome } from '../meta-registry/metadata.service';
+import type { WaitOutcome } from '../common/kernel';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { family, LATENCY_BUCKETS, type MetricName } from './catalogue';
 import { PlainHistogram } from './plain-histogram';
 import { OwnedMetrics } from './owned-metrics';
@@ -38,8 +39,8 @@ export class RegistryMetrics extends OwnedMetrics {
 
   constructor(
     private readonly registry: MetaRegistry,
-    metadata: MetadataService,
     private readonly clock: Clock,
+    events: LifecycleEvents,
   ) {
     super();
     const stats = () => this.stats();
@@ -76,7 +77,7 @@ export class RegistryMetrics extends OwnedMetrics {
     >;
     const totals: Record<WaitOutcome, number> = { ok: 0, timeout: 0, error: 0, cancelled: 0 };
     this.ownTotals('epd_encoder_wait_metadata_total', () => totals);
-    metadata.observeWaits((outcome, s) => {
+    events.on('wait.completed', (outcome, s) => {
       totals[outcome]++;
       observe[outcome](s);
     });

@@ -1,5 +1,11 @@
 import { Errors } from '../common/errors/error-catalogue';
-import type { Modality, SlabSlot, StagingDtype, VideoTiming } from '../common/kernel';
+import type {
+  Modality,
+  ReleaseReason,
+  SlabSlot,
+  StagingDtype,
+  VideoTiming,
+} from '../common/kernel';
 import { endpointKey, type Endpoint } from '../transfer/embedding-transport';
 
 export interface StagedEmbedding {
@@ -44,7 +50,7 @@ export type ReqPhase = 'encoding' | 'staged' | 'release-pending' | 'released';
  * Why a state was freed: every receiver acked (ack), a release call or the admin route
  * (explicit), idle past EPD_SEND_TIMEOUT_MS (ttl), or its encode failed (error).
  */
-export type ReleaseReason = 'ack' | 'explicit' | 'ttl' | 'error';
+export type { ReleaseReason };
 
 /** Distinct destinations one request may have when no receive_count bounds it. */
 export const MAX_DESTINATIONS = 1024;

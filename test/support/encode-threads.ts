@@ -1,3 +1,4 @@
+import { LifecycleEvents } from '../../src/common/lifecycle-events';
 import { Clock } from '../../src/common/clock';
 import type { AppConfig } from '../../src/config/app-config';
 import { loadConfig } from '../../src/config/config.loader';
@@ -19,7 +20,7 @@ export function encodeThreads(
 ) {
   const preprocessor = new Preprocessor(config);
   const backend = new OnnxWorkerBackend(config);
-  const scheduler = new EncodeScheduler(backend, config, new Clock());
+  const scheduler = new EncodeScheduler(backend, config, new Clock(), new LifecycleEvents());
   return {
     config,
     preprocessor,

@@ -1,3 +1,4 @@
+import { LifecycleEvents } from '../../common/lifecycle-events';
 import { Injectable } from '@nestjs/common';
 import type { Counter, Histogram } from 'prom-client';
 import { MMError } from '../../common/errors/mm-error';
@@ -74,7 +75,12 @@ export class EncoderMetrics extends OwnedMetrics {
   private readonly itemsPerRequest: Histogram;
   private readonly tokensPerRequest: Histogram;
 
-  constructor(scheduler: EncodeScheduler, states: ReqStateStore, backend: EncoderBackend) {
+  constructor(
+    scheduler: EncodeScheduler,
+    states: ReqStateStore,
+    backend: EncoderBackend,
+    events: LifecycleEvents,
+  ) {
     super();
     this.info(
       'epd_encoder_model_info',
@@ -95,7 +101,7 @@ export class EncoderMetrics extends OwnedMetrics {
     this.tokensPerRequest = this.histogram('epd_encoder_tokens_per_request', TOKEN_BUCKETS);
     const itemsPerBatch = this.countHistogram('epd_encoder_mm_items_per_batch');
     const requestsPerBatch = this.countHistogram('epd_encoder_requests_per_batch');
-    scheduler.observeForwards((requests, items) => {
+    events.on('forward.completed', (requests, items) => {
       requestsPerBatch.observe(requests);
       itemsPerBatch.observe(items);
     });

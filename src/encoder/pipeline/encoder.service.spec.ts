@@ -1,3 +1,4 @@
+import { LifecycleEvents } from '../../common/lifecycle-events';
 import { waitFor } from '../../../test/support/wait';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -138,6 +139,7 @@ async function wire(
   const moduleRef = await Test.createTestingModule({
     providers: [
       Clock,
+      LifecycleEvents,
       Readiness,
       { provide: AppConfig, useValue: config },
       { provide: ProcessRole, useValue: new ProcessRole('single', 0) },

@@ -1,3 +1,4 @@
+import { LifecycleEvents } from '../../common/lifecycle-events';
 import { Clock } from '../../common/clock';
 import { loadConfig } from '../../config/config.loader';
 import { EncoderBackend } from '../backend/encoder-backend';
@@ -70,7 +71,7 @@ describe('EncodeScheduler', () => {
   beforeEach(() => {
     backend = new FakeBackend();
     const { config } = loadConfig({ EPD_MAX_BATCH_SIZE: '8' });
-    scheduler = new EncodeScheduler(backend, config, new Clock());
+    scheduler = new EncodeScheduler(backend, config, new Clock(), new LifecycleEvents());
   });
 
   it('runs an isolated request at once, without a batching window', async () => {

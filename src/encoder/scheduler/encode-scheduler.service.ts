@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../../common/clock';
+import { LifecycleEvents } from '../../common/lifecycle-events';
 import { Errors } from '../../common/errors/error-catalogue';
 import { MMError } from '../../common/errors/mm-error';
 import { AppConfig } from '../../config/app-config';
@@ -40,9 +41,6 @@ interface Job extends JobSpec {
   reject(e: unknown): void;
 }
 
-/** Told of each forward: the requests and the media items fused into it (probes aside). */
-export type ForwardObserver = (requests: number, items: number) => void;
-
 export interface SchedulerStats {
   queued: number;
   running: boolean;
@@ -82,7 +80,6 @@ export class EncodeScheduler {
       lastBatchCompletedAt: null,
     };
   private readonly dtype: StagingDtype;
-  private observer?: ForwardObserver;
   /** Each served model's last turn (a forward counter): one entry per model, a handful. */
   private readonly turns = new Map<string, number>();
   private forwards = 0;
@@ -91,6 +88,7 @@ export class EncodeScheduler {
     private readonly backend: EncoderBackend,
     private readonly config: AppConfig,
     private readonly clock: Clock,
+    private readonly events: LifecycleEvents,
   ) {
     this.dtype = config.encoder.stagingDtype;
   }
@@ -102,11 +100,6 @@ export class EncodeScheduler {
       else this.queue.push(job);
       this.pump();
     });
-  }
-
-  /** One observer (the metrics), told of every forward that ran. */
-  observeForwards(observer: ForwardObserver): void {
-    this.observer = observer;
   }
 
   get busy(): boolean {
@@ -248,7 +241,7 @@ export class EncodeScheduler {
       dtype: this.dtype,
     });
     this.stats_.batchSizes[batch.length] = (this.stats_.batchSizes[batch.length] ?? 0) + 1;
-    if (this.observer) {
+    if (this.events.count('forward.completed') > 0) {
       // Health probes ride along (priority jobs) but are not traffic.
       let requests = 0;
       let items = 0;
@@ -257,7 +250,7 @@ export class EncodeScheduler {
         requests++;
         items += j.items;
       }
-      if (requests > 0) this.observer(requests, items);
+      if (requests > 0) this.events.emit('forward.completed', requests, items);
     }
     batch.forEach((job, i) =>
       job.resolve({
