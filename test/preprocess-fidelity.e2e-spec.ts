@@ -22,6 +22,26 @@ const MAX_PIXELS = 1003520;
 const QWEN3_VL_DIR = join(projectRoot(), 'models', 'qwen3-vl-4b-reference');
 const dir = mkdtempSync(join(tmpdir(), 'epd-fidelity-'));
 
+/** What the epd-embed CLI reports of the rows it wrote. */
+interface Patches {
+  shape: number[];
+  grids: number[][];
+  tokens: number;
+}
+
+/**
+ * Our preprocessing as built (dist/), run by the epd-embed CLI in its own process (the code
+ * the worker threads run, outside Jest's realm, where typed-array loops that call Math
+ * builtins are not optimised): the rows of `files` written to `out`, and its JSON report.
+ */
+function ourPatches(files: string[], args: string[], out: string): string {
+  return execFileSync(
+    process.execPath,
+    ['dist/cli/embed.js', ...files, ...args, '--patches', out],
+    { maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] },
+  ).toString();
+}
+
 /** A family's configuration of the processor, as each side is told it. */
 interface Family {
   /** epd-embed's arguments (the service's preprocessing, as built). */
@@ -71,15 +91,8 @@ async function photo(w: number, h: number): Promise<sharp.Sharp> {
 function compare(name: string, file: Buffer, family: Family = QWEN2_VL): Diff {
   const path = join(dir, name);
   writeFileSync(path, file);
-  // Our preprocessing as built (dist/), run by the epd-embed CLI in its own process: the
-  // code the worker threads run, outside Jest's realm (where typed-array loops that call
-  // Math builtins are not optimised).
   const ours = join(dir, `${name}.npy`);
-  const pre = JSON.parse(
-    execFileSync(process.execPath, ['dist/cli/embed.js', path, ...family.ours, '--patches', ours], {
-      maxBuffer: 64 * 1024 * 1024,
-    }).toString(),
-  ) as { shape: number[]; grids: number[][] };
+  const pre = JSON.parse(ourPatches([path], family.ours, ours)) as Patches;
   const out = execFileSync(PYTHON, [
     'test/interop/qwen2vl_reference.py',
     ...family.reference,
@@ -261,13 +274,7 @@ describe("InternVL tiling matches a port of transformers' GotOcr2ImageProcessor 
     const path = join(dir, base);
     writeFileSync(path, file);
     const ours = join(dir, `${base}.npy`);
-    const pre = JSON.parse(
-      execFileSync(
-        process.execPath,
-        ['dist/cli/embed.js', path, '--model-dir', INTERNVL_DIR, '--patches', ours],
-        { maxBuffer: 64 * 1024 * 1024 },
-      ).toString(),
-    ) as { shape: number[]; grids: number[][]; tokens: number };
+    const pre = JSON.parse(ourPatches([path], ['--model-dir', INTERNVL_DIR], ours)) as Patches;
     const d = JSON.parse(
       execFileSync(PYTHON, [
         'test/interop/internvl_reference.py',
@@ -311,25 +318,11 @@ describe("Qwen3-VL video matches a port of transformers' Qwen3VLVideoProcessor, 
       return path;
     });
     const ours = join(dir, `q3v_${name}.npy`);
-    const run = () =>
-      execFileSync(
-        process.execPath,
-        [
-          'dist/cli/embed.js',
-          ...paths,
-          '--modality',
-          'video',
-          '--model-dir',
-          QWEN3_VL_DIR,
-          '--patches',
-          ours,
-        ],
-        { maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] },
-      ).toString();
-    let pre: { grids: number[][]; shape: number[] } | undefined;
+    const run = () => ourPatches(paths, ['--modality', 'video', '--model-dir', QWEN3_VL_DIR], ours);
+    let pre: Patches | undefined;
     let refused = '';
     try {
-      pre = JSON.parse(run()) as { grids: number[][]; shape: number[] };
+      pre = JSON.parse(run()) as Patches;
     } catch (err) {
       refused = String((err as { stderr?: Buffer }).stderr ?? err);
     }
@@ -402,21 +395,8 @@ describe("InternVL video matches a port of transformers' InternVLVideoProcessor,
     );
     const ours = join(dir, `ivlv_${name.replace(/\W+/g, '_')}.npy`);
     const pre = JSON.parse(
-      execFileSync(
-        process.execPath,
-        [
-          'dist/cli/embed.js',
-          ...paths,
-          '--modality',
-          'video',
-          '--model-dir',
-          INTERNVL_DIR,
-          '--patches',
-          ours,
-        ],
-        { maxBuffer: 64 * 1024 * 1024 },
-      ).toString(),
-    ) as { shape: number[]; grids: number[][]; tokens: number };
+      ourPatches(paths, ['--modality', 'video', '--model-dir', INTERNVL_DIR], ours),
+    ) as Patches;
     const d = JSON.parse(
       execFileSync(PYTHON, [
         'test/interop/internvl_reference.py',

@@ -7,28 +7,19 @@ import { Deadlines } from './deadline';
 import { Readiness, ReadinessInterceptor } from './readiness';
 
 /**
- * Cross-cutting providers every feature may inject: the clock, call deadlines, the admin
- * guard, the process's readiness to serve.
+ * Cross-cutting providers every feature may inject: the clock, the lifecycle events, call
+ * deadlines, the admin guard, the process's readiness to serve.
  */
+const SHARED = [
+  Clock,
+  LifecycleEvents,
+  Deadlines,
+  AdminSessions,
+  AdminTokenGuard,
+  Readiness,
+  ReadinessInterceptor,
+];
+
 @Global()
-@Module({
-  providers: [
-    Clock,
-    LifecycleEvents,
-    Deadlines,
-    AdminSessions,
-    AdminTokenGuard,
-    Readiness,
-    ReadinessInterceptor,
-  ],
-  exports: [
-    Clock,
-    LifecycleEvents,
-    Deadlines,
-    AdminSessions,
-    AdminTokenGuard,
-    Readiness,
-    ReadinessInterceptor,
-  ],
-})
+@Module({ providers: SHARED, exports: SHARED })
 export class CommonModule {}
