@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -21,6 +21,10 @@ const MIN_PIXELS = 3136;
 const MAX_PIXELS = 1003520;
 const QWEN3_VL_DIR = join(projectRoot(), 'models', 'qwen3-vl-4b-reference');
 const dir = mkdtempSync(join(tmpdir(), 'epd-fidelity-'));
+// The inputs and both sides' rows (about 1.4 GB over the whole corpus): gone with this file,
+// whatever fails. Left behind, 37 runs' worth filled the disk enough that JetStream refused a
+// benchmark's buckets ("insufficient storage resources available").
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** What the epd-embed CLI reports of the rows it wrote. */
 interface Patches {
