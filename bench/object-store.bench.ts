@@ -172,6 +172,9 @@ async function drain(natsUrl: string, nc: NatsConnection) {
     EPD_CACHE_MAX_BYTES: String(64 * 2 ** 20),
     EPD_CACHE_STORE: 'jetstream',
     EPD_OBJ_BUCKET: 'bench_drain_obj',
+    // JetStream reserves each bucket's bound from the server's disk budget (75% of the free
+    // disk): the 8 GiB default, twice per service, refused buckets on a fuller disk.
+    EPD_OBJ_MAX_BYTES: String(2 * 2 ** 30),
     EPD_STAGING_MAX_BYTES: String(2 * 2 ** 30),
     EPD_DRAIN_MS: '120000',
   };
@@ -223,6 +226,7 @@ async function main() {
     EPD_NATS_URL: nats.url,
     EPD_STAGING_MAX_BYTES: String(4 * 2 ** 30),
     EPD_CACHE_MAX_BYTES: String(512 * 2 ** 20),
+    EPD_OBJ_MAX_BYTES: String(2 * 2 ** 30), // see drain()
   };
   const on = await startService({
     ...common,

@@ -112,6 +112,8 @@ describe('NATS TLS, authentication and per-role permissions (e2e)', () => {
       EPD_CACHE_MAX_BYTES: String(16 * 1024 * 1024),
       // The object store tier on the sample's `$O.epd_embeddings.>` permissions.
       EPD_CACHE_STORE: 'jetstream',
+      // Small buckets: JetStream reserves each one's bound from the server's disk budget.
+      EPD_OBJ_MAX_BYTES: String(256 * 1024 * 1024),
     });
   }, 60_000);
 
