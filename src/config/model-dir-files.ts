@@ -121,3 +121,34 @@ export function normalisation(pre: Json, preFile: string) {
     );
   return { imageMean, imageStd };
 }
+
+/**
+ * min/max pixels, stated as the processor's own keys (`min_pixels` / `max_pixels`) or as
+ * `size` (`shortest_edge` / `longest_edge`, as newer transformers write them): at least one
+ * of each pair, and both agree where both are there. `first`: the form the messages name
+ * first (the image processor's own keys; the video processor's `size`).
+ */
+export function pixelBounds(
+  pre: Json,
+  file: string,
+  first: 'keys' | 'size',
+): { minPixels: number; maxPixels: number } {
+  const size = (typeof pre.size === 'object' && pre.size !== null ? pre.size : {}) as Json;
+  const read = (key: string, sizeKey: string) => {
+    const own: Stated = { at: `${file}: ${key}`, named: key, value: pre[key] };
+    const sized: Stated = {
+      at: `${file}: size.${sizeKey}`,
+      named: `size.${sizeKey}`,
+      value: size[sizeKey],
+    };
+    const [a, b] = first === 'keys' ? [own, sized] : [sized, own];
+    return oneInteger(a, b, `${a.at} is missing (nor is ${b.named})`);
+  };
+  const min = read('min_pixels', 'shortest_edge');
+  const max = read('max_pixels', 'longest_edge');
+  const [lo, hi] =
+    first === 'keys' ? ['min_pixels', 'max_pixels'] : ['size.shortest_edge', 'size.longest_edge'];
+  if (min.value > max.value)
+    throw new ModelDirError(`${file}: ${lo}=${min.value} exceeds ${hi}=${max.value}`);
+  return { minPixels: min.value, maxPixels: max.value };
+}

@@ -18,6 +18,7 @@ import {
   isInt,
   normalisation,
   oneInteger,
+  pixelBounds,
   readJson,
   type Json,
   type ModelDir,
@@ -149,17 +150,7 @@ export function readModelDir(configured: string, cwd: string): ModelDir {
   const { imageMean, imageStd } = normalisation(pre, preFile);
 
   // min/max pixels: the processor's own keys, or `size` as newer transformers write it.
-  const size = (typeof pre.size === 'object' && pre.size !== null ? pre.size : {}) as Json;
-  const pixels = (key: string, sizeKey: string): number =>
-    oneInteger(
-      { at: `${preFile}: ${key}`, value: pre[key] },
-      { at: `${preFile}: size.${sizeKey}`, named: `size.${sizeKey}`, value: size[sizeKey] },
-      `${preFile}: ${key} is missing (nor is size.${sizeKey})`,
-    ).value;
-  const minPixels = pixels('min_pixels', 'shortest_edge');
-  const maxPixels = pixels('max_pixels', 'longest_edge');
-  if (minPixels > maxPixels)
-    throw new ModelDirError(`${preFile}: min_pixels=${minPixels} exceeds max_pixels=${maxPixels}`);
+  const { minPixels, maxPixels } = pixelBounds(pre, preFile, 'keys');
 
   const width = fam.width(v, cfgFile);
 
@@ -210,19 +201,7 @@ function readVideoBounds(
       throw new ModelDirError(
         `${file}: ${key}=${JSON.stringify(pre[key])} contradicts the image processor's ${value}`,
       );
-  const size = (typeof pre.size === 'object' && pre.size !== null ? pre.size : {}) as Json;
-  const pixels = (key: string, sizeKey: string): number =>
-    oneInteger(
-      { at: `${file}: size.${sizeKey}`, value: size[sizeKey] },
-      { at: `${file}: ${key}`, named: key, value: pre[key] },
-      `${file}: size.${sizeKey} is missing (nor is ${key})`,
-    ).value;
-  const minPixels = pixels('min_pixels', 'shortest_edge');
-  const maxPixels = pixels('max_pixels', 'longest_edge');
-  if (minPixels > maxPixels)
-    throw new ModelDirError(
-      `${file}: size.shortest_edge=${minPixels} exceeds size.longest_edge=${maxPixels}`,
-    );
+  const { minPixels, maxPixels } = pixelBounds(pre, file, 'size');
   const cap = pre.cap_pixels_per_frame;
   if (cap !== undefined && cap !== null && typeof cap !== 'boolean')
     throw new ModelDirError(`${file}: cap_pixels_per_frame must be true or false`);

@@ -31,6 +31,11 @@ export function videoTimestamps(indices: readonly number[], fps: number, merge: 
  * `kept` were kept (sampled evenly, as the preprocessing samples them), `temporal` frames
  * per patch. Undefined for families that take none.
  */
+/** Whether a family's position code takes a video's timing (Qwen2.5-VL, Qwen3-VL). */
+export function takesTiming(family: string): boolean {
+  return family === 'qwen2.5-vl' || family.startsWith('qwen3-vl');
+}
+
 export function videoTiming(
   family: string,
   fps: number,

@@ -1,4 +1,4 @@
-import { DEFAULT_VIDEO_FPS, videoTiming, type VideoTiming } from '../video-timing';
+import { DEFAULT_VIDEO_FPS, takesTiming, videoTiming, type VideoTiming } from '../video-timing';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Errors, quotedList } from '../../common/errors/error-catalogue';
 import { Readiness } from '../../common/readiness';
@@ -176,9 +176,7 @@ export class EncodeStages implements OnModuleInit, OnModuleDestroy {
    */
   wantsTiming(req: EncodeRequest): boolean {
     if (req.modality !== 'video') return false;
-    return (
-      videoTiming(this.preprocessor.models.get(this.modelOf(req))!.family, 1, 2, 2, 2) !== undefined
-    );
+    return takesTiming(this.preprocessor.models.get(this.modelOf(req))!.family);
   }
 
   /** A video request's timing, from its frames (sent, and kept), at the request's `fps`. */

@@ -166,7 +166,7 @@ class Patcher {
  * (image_transforms.rescale and normalize); so an image at the grid size comes out
  * bit-identical to the reference processor.
  */
-export function luts(g: VisionGeometry): [Float32Array, Float32Array, Float32Array] {
+function buildLuts(g: VisionGeometry): [Float32Array, Float32Array, Float32Array] {
   const f = Math.fround;
   const [r, gr, b] = [0, 1, 2].map((c) => {
     const mean = f(g.imageMean[c]!);
@@ -174,6 +174,24 @@ export function luts(g: VisionGeometry): [Float32Array, Float32Array, Float32Arr
     return Float32Array.from({ length: 256 }, (_, v) => f(f(f(v * (1 / 255)) - mean) / std));
   });
   return [r!, gr!, b!];
+}
+
+/** One table set per mean and std a process serves (a handful: each model's image and video processors). */
+const tables = new Map<string, [Float32Array, Float32Array, Float32Array]>();
+
+/**
+ * The normalisation tables of a geometry's mean and std, built once and keyed by value, so a
+ * geometry made per request (a video's own mean and std) finds them: the patch layout's and
+ * the tile writer's (tiles.ts) alike.
+ */
+export function luts(g: VisionGeometry): [Float32Array, Float32Array, Float32Array] {
+  const key = `${g.imageMean.join()}/${g.imageStd.join()}`;
+  let t = tables.get(key);
+  if (!t) {
+    t = buildLuts(g);
+    tables.set(key, t);
+  }
+  return t;
 }
 
 /**

@@ -2,23 +2,6 @@ import { CHANNELS, type VisionGeometry } from '../../common/vision-geometry';
 import { luts } from './patchify';
 
 /**
- * One normalisation table set per mean and std a process serves (a handful: each model's
- * image and video processors), keyed by value, so a geometry made per request (a video's
- * own mean and std) finds its tables.
- */
-const tables = new Map<string, [Float32Array, Float32Array, Float32Array]>();
-
-function tablesOf(g: VisionGeometry) {
-  const key = `${g.imageMean.join()}/${g.imageStd.join()}`;
-  let t = tables.get(key);
-  if (!t) {
-    t = luts(g);
-    tables.set(key, t);
-  }
-  return t;
-}
-
-/**
  * Writes the `size × size` tile whose top-left corner is (`top`, `left`) of an RGB image
  * `width` pixels wide into `out` at `offset`, channel-major (`[3, size, size]`: transformers'
  * pixel_values layout, channels first), normalised with the geometry's mean and std by the
@@ -35,7 +18,7 @@ export function writeTile(
   offset: number,
 ): void {
   const size = g.tiling!.size;
-  const [R, G, B] = tablesOf(g);
+  const [R, G, B] = luts(g);
   const plane = size * size;
   for (let y = 0; y < size; y++) {
     let s = ((top + y) * width + left) * CHANNELS;
