@@ -73,7 +73,11 @@ export function configureApp(
   SwaggerModule.setup('docs', app, openApiDocument(app));
   // Only the signals that mean "stop": Nest's default also takes SIGUSR2 and friends, which
   // left no signal for `--heapsnapshot-signal=SIGUSR2` (a heap snapshot stopped the service).
-  if (options.shutdownHooks !== false) app.enableShutdownHooks(['SIGTERM', 'SIGINT', 'SIGHUP']);
+  // process.exit(0) once the hooks are done, not Nest's default of killing itself with the
+  // signal again: a signal death skips the 'exit' event on which pino flushes what it still
+  // holds, and the last lines (a drain's report of what it handed over) were lost.
+  if (options.shutdownHooks !== false)
+    app.enableShutdownHooks(['SIGTERM', 'SIGINT', 'SIGHUP'], { useProcessExit: true });
 }
 
 /** The OpenAPI document of the app's HTTP routes: served at /docs, and docs/http-api.md. */

@@ -12,6 +12,7 @@ import { ObjectTier } from './cache/object-tier';
 import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
 import type { AppConfig } from './config/app-config';
 import { dpRole } from './config/process-role';
+import { shutdownBoundMs } from './config/shutdown-bound';
 import { startTracing } from './tracing/tracing';
 import { setHeapGrowth } from './common/heap-growth';
 import { missingServiceFlags } from './common/node-flags';
@@ -67,9 +68,8 @@ async function main(): Promise<void> {
 
   // The NATS drain is bounded by shutdown.graceMs (and the handoff of staged embeddings to
   // the object store by drainMs); this is the last resort if a hook hangs.
-  const handoffMs = config.cache.store === 'jetstream' ? config.shutdown.drainMs : 0;
   process.once('SIGTERM', () => {
-    setTimeout(() => process.exit(1), config.shutdown.graceMs + handoffMs + 500).unref();
+    setTimeout(() => process.exit(1), shutdownBoundMs(config)).unref();
   });
 
   // A model that breaks the contract is a configuration error: refuse to serve with it.

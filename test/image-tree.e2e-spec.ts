@@ -157,8 +157,7 @@ describe("the image's file tree: read-only, non-root, model mounted (e2e)", () =
       .find((l) => l.startsWith('{'));
     expect(() => JSON.parse(first!) as unknown).not.toThrow();
     svc.child.kill('SIGTERM');
-    // Nest re-raises the signal after a clean close (what a container runtime expects);
-    // the 1 s hard exit would be code 1.
-    expect([0, 'SIGTERM']).toContain(await svc.exited);
+    // A clean close exits 0 once its logs are written out; the hard exit would be code 1.
+    expect(await svc.exited).toBe(0);
   }, 120_000);
 });

@@ -8,6 +8,8 @@ import { REPO_ROOT } from './repo-root';
 import { leftOpen } from './left-open';
 import { sharedNatsUrl, uniquePrefix } from './shared-nats';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { loadConfig } from '../../src/config/config.loader';
+import { shutdownBoundMs } from '../../src/config/shutdown-bound';
 
 export const MAIN = join(REPO_ROOT, 'dist', 'main.js');
 
@@ -43,16 +45,18 @@ export async function startServiceProcess(
 ): Promise<ServiceProcess> {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first`);
   const port = await freePort();
+  const fullEnv = {
+    ...SERVICE_ENV,
+    ...process.env,
+    EPD_HTTP_PORT: String(port),
+    EPD_LOG_LEVEL: 'warn',
+    // The generated reference models, also when a benchmark (no NODE_ENV=test) starts it.
+    EPD_ALLOW_REFERENCE_MODEL: 'true',
+    ...env,
+  };
+  const killAfterMs = killBoundMs(fullEnv);
   const proc = spawn(process.execPath, [...flags, MAIN], {
-    env: {
-      ...SERVICE_ENV,
-      ...process.env,
-      EPD_HTTP_PORT: String(port),
-      EPD_LOG_LEVEL: 'warn',
-      // The generated reference models, also when a benchmark (no NODE_ENV=test) starts it.
-      EPD_ALLOW_REFERENCE_MODEL: 'true',
-      ...env,
-    },
+    env: fullEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -85,8 +89,22 @@ export async function startServiceProcess(
     rss: () => status(pid, 'VmRSS'),
     peakRss: () => status(pid, 'VmHWM'),
     resetPeak: () => writeFileSync(`/proc/${pid}/clear_refs`, '5'),
-    stop: leftOpen({ close: () => stopProcess(proc) }),
+    stop: leftOpen({ close: () => stopProcess(proc, killAfterMs) }),
   };
+}
+
+/**
+ * When to SIGKILL a service that a SIGTERM has not stopped: past the bound it keeps itself
+ * (shutdownBoundMs: it exits with 1 there), by 5 s. A shorter one killed drains that were
+ * still handing staged embeddings over (the default bound is 14.5 s with the JetStream
+ * tier; the harness once killed at 8 s), and the test then missed the drain's report.
+ */
+export function killBoundMs(env: NodeJS.ProcessEnv): number {
+  try {
+    return shutdownBoundMs(loadConfig(env).config) + 5000;
+  } catch {
+    return 30_000; // a configuration the service refuses: it exits at once anyway
+  }
 }
 
 /** The PIDs of `pid`'s child processes now (Linux: its main thread's `children`). */
@@ -110,12 +128,15 @@ export function exited(pid: number): boolean {
   }
 }
 
-/** SIGTERM, then SIGKILL after 8 s; resolves when the process (by its PID) has exited. */
-export async function stopProcess(proc: ChildProcess): Promise<void> {
+/**
+ * SIGTERM, then SIGKILL after `killAfterMs`; resolves when the process (by its PID) has
+ * exited. Its `exitCode` (0: a clean stop) or `signalCode` then says how it ended.
+ */
+export async function stopProcess(proc: ChildProcess, killAfterMs = 8000): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   proc.kill('SIGTERM');
-  const timer = setTimeout(() => proc.kill('SIGKILL'), 8000);
+  const timer = setTimeout(() => proc.kill('SIGKILL'), killAfterMs);
   await exited;
   clearTimeout(timer);
 }
