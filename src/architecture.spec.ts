@@ -81,8 +81,7 @@ const TABULAR = new Set(['src/metrics/catalogue.ts', 'src/common/errors/error-ca
 const SHRINKING: Readonly<Record<string, number>> = {
   'src/meta-registry/jetstream-meta-store.ts': 587,
   'src/meta-registry/meta-registry.service.ts': 525,
-  'src/cache/object-tier.ts': 525,
-  'src/delivery/delivery.service.ts': 420,
+  'src/cache/object-tier.ts': 518,
 };
 const MAX_LINES = 400;
 
@@ -122,12 +121,14 @@ describe('architecture', () => {
     const lines = (f: string) => readFileSync(join(ROOT, f), 'utf8').trimEnd().split('\n').length;
     const counted = Object.fromEntries(files.map((f) => [f, lines(f)]));
     expect(tooLong(counted)).toEqual([]);
+    // A file that shrank under the limit leaves the list (it may not grow back past it).
+    expect(Object.keys(SHRINKING).filter((f) => (counted[f] ?? 0) <= MAX_LINES)).toEqual([]);
     // And the check fails: a new long file, and a listed one that grew.
     expect(
-      tooLong({ 'src/x/new.ts': 401, 'src/delivery/delivery.service.ts': 999, 'src/y.ts': 400 }),
+      tooLong({ 'src/x/new.ts': 401, 'src/cache/object-tier.ts': 999, 'src/y.ts': 400 }),
     ).toEqual([
       'src/x/new.ts: 401 lines (at most 400)',
-      'src/delivery/delivery.service.ts: 999 lines, more than the 420 it is allowed while it shrinks',
+      `src/cache/object-tier.ts: 999 lines, more than the ${SHRINKING['src/cache/object-tier.ts']} it is allowed while it shrinks`,
     ]);
   });
 

@@ -15,7 +15,6 @@ import { SglangBootstrap } from './sglang/sglang-bootstrap.service';
 import { ProxyRegistrar } from './vllm/proxy-registrar.service';
 import { EpdNatsServer } from './transport/epd-nats.server';
 import { IpcRpcServer } from './transport/ipc-rpc.server';
-import { EncodeAdmission } from './encoder/pipeline/encode-admission.service';
 import { WorkBudget } from './encoder/pipeline/work-budget';
 import { Clock } from './common/clock';
 
@@ -54,7 +53,7 @@ export function configureApp(
       // alone by the same EPD_WORK_MAX_BYTES.
       budget: app.get(ProcessRole).supervisor
         ? new WorkBudget(encoder.workMaxBytes, () => app.get(Clock).now())
-        : app.get(EncodeAdmission).work,
+        : app.get(WorkBudget),
     }),
   );
   // After the body parser: request lines name the req_id of the body.

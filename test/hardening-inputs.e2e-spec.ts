@@ -192,18 +192,18 @@ describe('input hardening (e2e)', () => {
       const before = received;
       expect(await waitFor(() => received > before)).toBe(true);
       const delivery = t.app.get(DeliveryService);
-      const gone = delivery.sendStats.callersGone;
+      const gone = delivery.callerStats.callersGone;
       const req = postSend('shared');
       // The HTTP caller joined the delivery (it shares the NATS caller's flight) ...
-      await waitFor(() => delivery.sendStats.callersWaiting === 1);
+      await waitFor(() => delivery.callerStats.callersWaiting === 1);
       req.destroy();
       // ... and left it: answered caller_gone, while the connection stays for the NATS caller.
-      await waitFor(() => delivery.sendStats.callersGone > gone);
+      await waitFor(() => delivery.callerStats.callersGone > gone);
       expect(sender.openConnections).toBe(1);
       // The NATS caller still gets its own answer: the receiver never acks, so its deadline.
       const answer = await viaNats;
       expect(answer?.err).toMatchObject({ code: 500 });
-      expect(delivery.sendStats.callersWaiting).toBe(0);
+      expect(delivery.callerStats.callersWaiting).toBe(0);
       // The failed send kept the embedding for a retry: still staged, not gone.
       const kept = await natsCall(nc, t, 'send_status', { req_id: 'shared' });
       await natsCall(nc, t, 'release', { req_id: 'shared' });

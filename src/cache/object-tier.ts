@@ -95,8 +95,11 @@ export class ObjectTier implements OnApplicationBootstrap {
   private putting = false;
   private flushing = false;
   private onDrained?: () => void;
-  /** Whether the process is idle enough to write now (writeWhen); always, until told. */
-  private mayWrite: () => boolean = () => true;
+  /**
+   * Whether the encode pipeline holds no request (`pipeline.pending`): writes start only
+   * then. True until told (a process without a pipeline writes whenever).
+   */
+  private pipelineIdle = true;
   private readonly counters = {
     reads: { hit: 0, absent: 0, corrupt: 0, error: 0 },
     writes: { ok: 0, failed: 0, dropped: 0 },
@@ -118,6 +121,7 @@ export class ObjectTier implements OnApplicationBootstrap {
     this.enabled = config.cache.store === 'jetstream' && role.single;
     this.readyPromise = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
     this.readyPromise.catch(() => undefined);
+    events.on('pipeline.pending', (pending) => (this.pipelineIdle = pending === 0));
     if (config.cache.store === 'jetstream' && !role.single) {
       this.logger.warn(
         'EPD_CACHE_STORE=jetstream is not used with EPD_DP_SIZE > 1: each DP worker keeps its cache in memory',
@@ -311,15 +315,6 @@ export class ObjectTier implements OnApplicationBootstrap {
     if (!this.writing) void this.pump();
   }
 
-  /**
-   * Writes start only while `idle()` holds (the encode pipeline: no request in it), so a
-   * write never takes CPU from an encode; under load that never pauses, the queue fills
-   * and what does not fit is dropped and counted. A write already started runs on.
-   */
-  writeWhen(idle: () => boolean): void {
-    this.mayWrite = idle;
-  }
-
   /** Resolves once the write queue is empty (tests, and shutdown). */
   flushed(): Promise<void> {
     this.flushing = true; // at shutdown, or for a test: write now, busy or not
@@ -337,7 +332,10 @@ export class ObjectTier implements OnApplicationBootstrap {
     this.writing = true;
     try {
       while (this.queue.length > 0) {
-        if (!this.mayWrite() && !this.flushing) {
+        // Writes start only while no request is in the pipeline, so a write never takes CPU
+        // from an encode; under load that never pauses, the queue fills and what does not
+        // fit is dropped and counted. A write already started runs on.
+        if (!this.pipelineIdle && !this.flushing) {
           await sleep(IDLE_POLL_MS);
           continue;
         }

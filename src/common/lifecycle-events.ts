@@ -15,6 +15,13 @@ export interface LifecycleEventMap {
   'wait.completed': [outcome: WaitOutcome, seconds: number];
   /** One object store operation (the cache's second level, the staged bucket) and its seconds. */
   'object-store.op': [op: 'get' | 'put' | 'delete', seconds: number];
+  /** A delivery attempt that reached the wire ended: acked or failed, after how many seconds. */
+  'send.completed': [outcome: 'acked' | 'failed', seconds: number];
+  /**
+   * The encode pipeline's requests admitted and not yet answered, after each change (0: no
+   * request in it; the object store writes in that time only).
+   */
+  'pipeline.pending': [pending: number];
 }
 
 export type LifecycleEvent = keyof LifecycleEventMap;

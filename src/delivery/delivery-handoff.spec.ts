@@ -8,6 +8,8 @@ import { RequestLifecycle } from '../requests/request-lifecycle.service';
 import { stagedEmbedding } from '../requests/testing';
 import { EmbeddingTransport } from '../transfer/embedding-transport';
 import type { Ack } from '../transfer/frame';
+import { DeliveryWire } from './delivery-wire';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { DeliveryService } from './delivery.service';
 import { DestinationPolicy } from './destination-policy';
 
@@ -41,7 +43,7 @@ describe('DeliveryService: a send whose state ends while its policy check runs',
       config,
       clock,
       states,
-      new NoTransport(),
+      new DeliveryWire(config, new NoTransport(), policy, new LifecycleEvents()),
       new RequestLifecycle(states, registry),
       policy,
     );

@@ -6,12 +6,13 @@ import { DeliveryController } from './delivery.controller';
 import { DeliveryMetrics } from './delivery.metrics';
 import { DeliveryService } from './delivery.service';
 import { DestinationPolicy } from './destination-policy';
+import { DeliveryWire } from './delivery-wire';
 
 /** Getting staged embeddings to receivers: destinations, receive_count, acks. */
 @Module({
   imports: [RequestsModule, TransferModule, RoutingModule],
   controllers: [DeliveryController],
-  providers: [DeliveryService, DestinationPolicy, DeliveryMetrics],
+  providers: [DeliveryService, DeliveryWire, DestinationPolicy, DeliveryMetrics],
   exports: [DeliveryService, DestinationPolicy],
 })
 export class DeliveryModule {}

@@ -8,6 +8,8 @@ import { MemoryMetaStore } from '../meta-registry/memory-meta-store';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { EmbeddingTransport, endpointKey, type Endpoint } from '../transfer/embedding-transport';
 import type { Ack, FrameHeader } from '../transfer/frame';
+import { DeliveryWire } from './delivery-wire';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { DeliveryService } from './delivery.service';
 import { ReqStateStore, type ReqState } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
@@ -104,7 +106,7 @@ describe('delivery lifecycle property', () => {
           config,
           clock,
           states,
-          transport,
+          new DeliveryWire(config, transport, new DestinationPolicy(config), new LifecycleEvents()),
           lifecycle,
           new DestinationPolicy(config),
         );

@@ -1,19 +1,10 @@
-import { performance } from 'node:perf_hooks';
-import { inSpan, SpanKind } from '../tracing/tracing';
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
-import {
-  EmbeddingTransport,
-  endpointKey,
-  parseEndpoint,
-  type Endpoint,
-} from '../transfer/embedding-transport';
-import type { FrameHeader } from '../transfer/frame';
-import type { SlabSlot } from '../common/kernel';
+import { endpointKey, parseEndpoint, type Endpoint } from '../transfer/embedding-transport';
 import type { DestinationView, RegisterRequest, SendRequest, SendStatus } from './delivery.schema';
 import {
   ReqStateStore,
@@ -23,6 +14,7 @@ import {
 } from '../requests/req-state.store';
 import { RequestLifecycle } from '../requests/request-lifecycle.service';
 import { DestinationPolicy } from './destination-policy';
+import { DeliveryWire } from './delivery-wire';
 import { embeddingFrame, errorFrame } from './frames';
 
 /**
@@ -67,23 +59,18 @@ export function destinationViews(state: ReqState): DestinationView[] {
  * Without a receive_count the embedding stays until EPD_SEND_TIMEOUT_MS or an explicit
  * release; a failed delivery likewise keeps it, so the receiver can retry.
  */
-/** Told of each delivery attempt that reached the wire: its outcome and seconds to the ack. */
-export type SendObserver = (outcome: 'acked' | 'failed', seconds: number) => void;
-
 @Injectable()
 export class DeliveryService {
   private readonly logger = new Logger('Delivery');
   private readonly flights = new WeakMap<Destination, Flight>();
-  private observer?: SendObserver;
-  /** Deliveries by outcome, and the bytes of the acked ones (epd_encoder_sends_total…). */
-  /** Deliveries by outcome, and HTTP callers waiting on one now or gone before it ended. */
-  readonly sendStats = { acked: 0, failed: 0, bytes: 0, callersWaiting: 0, callersGone: 0 };
+  /** HTTP callers waiting on a delivery now, and those gone before it ended. */
+  readonly callerStats = { callersWaiting: 0, callersGone: 0 };
 
   constructor(
     private readonly config: AppConfig,
     private readonly clock: Clock,
     private readonly states: ReqStateStore,
-    private readonly transport: EmbeddingTransport,
+    private readonly wire: DeliveryWire,
     private readonly lifecycle: RequestLifecycle,
     private readonly policy: DestinationPolicy,
   ) {}
@@ -92,11 +79,6 @@ export class DeliveryService {
    * Refuses (403) any endpoint EPD_ALLOWED_DESTINATIONS does not allow: called before an
    * encode starts for the endpoints it names, so nothing is encoded for a refused push.
    */
-  /** One observer (the metrics), told how long each delivery took, to its ack or failure. */
-  observeSends(observer: SendObserver): void {
-    this.observer = observer;
-  }
-
   async checkTargets(targets: readonly Endpoint[], reqId: string): Promise<void> {
     for (const t of targets) await this.policy.check(t, reqId);
   }
@@ -218,7 +200,7 @@ export class DeliveryService {
     const header = errorFrame(state.reqId, { modality, partIdx, numParts, ...error });
     await Promise.all(
       [...endpoints].map(([key, endpoint]) =>
-        this.sendErrorFrame(state.reqId, key, endpoint, header, deadline),
+        this.wire.errorFrame(state.reqId, key, endpoint, header, deadline),
       ),
     );
   }
@@ -230,7 +212,7 @@ export class DeliveryService {
    */
   private lateForFailure(reqId: string, endpoint: Endpoint, failure: RecentFailure): null {
     const deadline = this.clock.now() + this.config.timeouts.sendTimeoutMs;
-    void this.sendErrorFrame(
+    void this.wire.errorFrame(
       reqId,
       endpointKey(endpoint),
       endpoint,
@@ -238,26 +220,6 @@ export class DeliveryService {
       deadline,
     );
     return null;
-  }
-
-  /** Best effort: a receiver that is gone is only logged. */
-  private async sendErrorFrame(
-    reqId: string,
-    key: string,
-    endpoint: Endpoint,
-    header: FrameHeader,
-    deadline: number,
-  ): Promise<void> {
-    // An endpoint the policy refuses hears nothing, not even that the encode failed.
-    if (!(await this.policy.allows(endpoint))) return;
-    await this.transport
-      .send(endpoint, header, new Uint8Array(0), deadline)
-      .catch((err: unknown) =>
-        this.logger.warn(
-          { req_id: reqId, endpoint: key, err: (err as Error).message },
-          'could not deliver the error frame',
-        ),
-      );
   }
 
   status(reqId: string): SendStatus {
@@ -289,7 +251,7 @@ export class DeliveryService {
       flight.pinned = true;
       return flight.done;
     }
-    const stats = this.sendStats;
+    const stats = this.callerStats;
     if (signal.aborted) {
       stats.callersGone++;
       return Promise.reject(Errors.callerGone(state.reqId));
@@ -333,71 +295,19 @@ export class DeliveryService {
   ): Promise<void> {
     state.startSend(dest);
     let bytes: number;
-    let written: (() => void) | undefined;
     try {
       await this.ready(state, deadline, signal);
       const emb = state.embedding;
       if (!emb || state.releaseRequested) throw Errors.releasedDuringEncode(state.reqId);
-      // A slab slot stays held, from here, while the transport may still read it: a
-      // release or an expiry meanwhile must not hand its bytes to another request.
-      written = this.holdWhileWriting(emb.slot);
       const header = embeddingFrame(state, emb, req);
-      const payload = new Uint8Array(emb.data.buffer, emb.data.byteOffset, emb.data.byteLength);
-      const sendStart = performance.now();
-      await inSpan(
-        'send',
-        {
-          'epd.req_id': state.reqId,
-          'epd.endpoint': dest.key,
-          'epd.bytes': emb.bytes,
-          'epd.backend': this.config.transfer.backend,
-        },
-        async () => {
-          const handedOn = written;
-          written = undefined; // the transport calls it now
-          try {
-            await this.transport.send(dest.endpoint, header, payload, deadline, signal, handedOn);
-          } catch (err) {
-            this.sent('failed', sendStart);
-            throw Errors.deliveryFailed(dest.key, (err as Error).message, state.reqId);
-          } finally {
-            if (!this.transport.reportsWrites) handedOn?.();
-          }
-          this.sent('acked', sendStart);
-        },
-        SpanKind.CLIENT,
-      );
+      await this.wire.write(state.reqId, dest.key, dest.endpoint, header, emb, deadline, signal);
       bytes = emb.bytes;
-      this.sendStats.bytes += bytes;
     } catch (err) {
       this.states.fail(state, dest, (err as Error).message);
       throw err;
-    } finally {
-      written?.(); // held, and never handed to the transport
     }
     this.states.ack(state, dest, bytes);
     if (state.complete) await this.lifecycle.release(state.reqId, 'ack');
-  }
-
-  /**
-   * Holds `slot` for one send: the callback the transport calls when it is done with the
-   * payload drops it (once). A transport that does not report its writes is done with it
-   * when the send settles, and the caller drops it then.
-   */
-  private holdWhileWriting(slot: SlabSlot | undefined): (() => void) | undefined {
-    if (!slot) return undefined;
-    slot.hold();
-    let held = true;
-    return () => {
-      if (!held) return;
-      held = false;
-      slot.drop();
-    };
-  }
-
-  private sent(outcome: 'acked' | 'failed', since: number): void {
-    this.sendStats[outcome]++;
-    this.observer?.(outcome, (performance.now() - since) / 1000);
   }
 
   private async ready(state: ReqState, deadline: number, signal: AbortSignal): Promise<void> {

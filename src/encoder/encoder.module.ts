@@ -15,6 +15,8 @@ import { LocalEncodeGateway } from './local-encode-gateway';
 import { EncoderLoad } from './encoder-load.service';
 import { LoadSource } from '../common/load';
 import { EncodeAdmission } from './pipeline/encode-admission.service';
+import { ADMISSION_PROVIDERS } from './pipeline/admission.providers';
+import { WorkBudget } from './pipeline/work-budget';
 import { EncodeStages } from './pipeline/encode-stages.service';
 import { EmbeddingEncoder } from './pipeline/embedding-encoder.service';
 import { EncoderMetrics } from './pipeline/encoder.metrics';
@@ -47,6 +49,7 @@ import { WorkersAdminController } from './workers-admin.controller';
     EncodeScheduler,
     EncoderMetrics,
     EncoderProbe,
+    ...ADMISSION_PROVIDERS,
     EncodeAdmission,
     { provide: LoadSource, useClass: EncoderLoad },
     EncodeStages,
@@ -61,6 +64,7 @@ import { WorkersAdminController } from './workers-admin.controller';
   exports: [
     EncoderHealth,
     EncodeAdmission,
+    WorkBudget,
     EncoderBackend,
     RequestsReport,
     LoadSource,

@@ -6,10 +6,8 @@ import { ProfilerService } from '../../profiling/profiler.service';
 import type { Modality } from '../encode-request.schema';
 import { EncoderMetrics, type EncodeOutcome, type EncodeReport } from './encoder.metrics';
 import { WorkBudget } from './work-budget';
-import { visionModelsOf } from '../../config/model-dir';
 import { LoadMeter } from './load-meter';
-import { Clock } from '../../common/clock';
-import { ObjectTier } from '../../cache/object-tier';
+import { LifecycleEvents } from '../../common/lifecycle-events';
 
 export type { EncodeOutcome } from './encoder.metrics';
 
@@ -22,31 +20,17 @@ export type { EncodeOutcome } from './encoder.metrics';
 @Injectable()
 export class EncodeAdmission {
   private pending = 0;
-  /** Every request's loaded media and planned decode and model input, at once. */
-  readonly work: WorkBudget;
-  /** Arrivals, completions and busy time: this process's input to the autoscaling signal. */
-  readonly load: LoadMeter;
 
   constructor(
     private readonly config: AppConfig,
     private readonly metrics: EncoderMetrics,
     private readonly profiler: ProfilerService,
-    clock: Clock,
-    tier: ObjectTier,
-  ) {
-    // With several models, each may hold at most its share (EPD_MODEL_WORK_SHARE).
-    this.work = new WorkBudget(
-      config.encoder.workMaxBytes,
-      () => clock.now(),
-      visionModelsOf(config.encoder).map((m) => m.name),
-      config.encoder.modelWorkShare,
-    );
-    this.load = new LoadMeter(() => clock.now(), config.scale.windowS);
-    metrics.pendingFrom(() => this.pending);
-    metrics.workFrom(this.work);
-    // The object store's writes use the time no request is in the pipeline: never an encode's.
-    tier.writeWhen(() => this.pending === 0);
-  }
+    /** Every request's loaded media and planned decode and model input, at once. */
+    readonly work: WorkBudget,
+    /** Arrivals, completions and busy time: this process's input to the autoscaling signal. */
+    readonly load: LoadMeter,
+    private readonly events: LifecycleEvents,
+  ) {}
 
   /** Requests admitted and not yet answered. */
   get pendingRequests(): number {
@@ -69,6 +53,7 @@ export class EncodeAdmission {
       throw error;
     }
     this.pending++;
+    this.events.emit('pipeline.pending', this.pending);
     this.metrics.received(modality);
     return this.load.arrive(items);
   }
@@ -76,6 +61,7 @@ export class EncodeAdmission {
   /** An admitted request was answered: `rejected` when it never began (a 409 at begin). */
   settle(ticket: number, modality: Modality, outcome: EncodeOutcome, report?: EncodeReport): void {
     this.pending--;
+    this.events.emit('pipeline.pending', this.pending);
     this.load.done(ticket, outcome === 'success');
     this.metrics.request(modality, outcome, report);
     if (outcome === 'success') this.profiler.step();

@@ -10,7 +10,7 @@ import type { Modality } from '../encode-request.schema';
 import type { StageTimings } from '../encode-response';
 import { parcelsHeld } from '../workers/parcel';
 import { EncoderBackend } from '../backend/encoder-backend';
-import type { WorkBudget } from './work-budget';
+import { WorkBudget } from './work-budget';
 
 type TimedStage =
   'load' | 'plan' | 'preprocess_wait' | 'preprocess' | 'queue' | 'forward' | 'stage' | 'total';
@@ -80,6 +80,7 @@ export class EncoderMetrics extends OwnedMetrics {
     states: ReqStateStore,
     backend: EncoderBackend,
     events: LifecycleEvents,
+    work: WorkBudget,
   ) {
     super();
     this.info(
@@ -112,21 +113,16 @@ export class EncoderMetrics extends OwnedMetrics {
     this.gauge('epd_encoder_staged_oldest_age_seconds', () => states.oldestStagedAgeMs() / 1000);
     this.gauge('epd_encoder_active_requests', () => states.stats().states);
     this.ownTotals('epd_encoder_releases_total', () => states.releases);
-  }
-
-  /** Reads the working-memory budget at scrape time (the admission owns it). */
-  workFrom(work: WorkBudget): void {
+    // EPD_MAX_PENDING's count, as the admission last told it.
+    let pending = 0;
+    events.on('pipeline.pending', (n) => (pending = n));
+    this.gauge('epd_encoder_pending_requests', () => pending);
     this.gauge('epd_encoder_work_bytes', () => work.inUse);
     this.gauge('epd_encoder_work_waiting', () => work.stats().waiting);
     this.ownTotals('epd_encoder_work_admissions_total', () => {
       const { immediate, waited, refused } = work.stats();
       return { immediate, waited, busy: refused.busy, too_large: refused.too_large };
     });
-  }
-
-  /** Reads EPD_MAX_PENDING's count at scrape time (the admission owns it). */
-  pendingFrom(read: () => number): void {
-    this.gauge('epd_encoder_pending_requests', read);
   }
 
   received(modality: Modality): void {

@@ -22,6 +22,7 @@ import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import { parseEncodeRequest } from '../encode-request.schema';
 import { DEFAULT_GEOMETRY, patchDim } from '../../common/vision-geometry';
 import { EncodeAdmission } from './encode-admission.service';
+import { ADMISSION_PROVIDERS } from './admission.providers';
 import { EncodeStages } from './encode-stages.service';
 import { EncoderMetrics } from './encoder.metrics';
 import { NatsConnectionService } from '../../transport/nats-connection.service';
@@ -164,11 +165,12 @@ async function wire(
         ? EncoderMetrics
         : {
             provide: EncoderMetrics,
-            useValue: inert('received', 'request', 'pendingFrom', 'workFrom'),
+            useValue: inert('received', 'request'),
           },
       EncodeScheduler,
       ReqStateStore,
       ParentLink,
+      ...ADMISSION_PROVIDERS,
       EncodeAdmission,
       EncodeStages,
       EncodeCache,
