@@ -79,9 +79,9 @@ const TABULAR = new Set(['src/metrics/catalogue.ts', 'src/common/errors/error-ca
  * "Architecture, third step"): a file leaves the list when it is under the limit.
  */
 const SHRINKING: Readonly<Record<string, number>> = {
-  'src/meta-registry/jetstream-meta-store.ts': 587,
+  'src/meta-registry/jetstream-meta-store.ts': 546,
   'src/meta-registry/meta-registry.service.ts': 525,
-  'src/cache/object-tier.ts': 518,
+  'src/cache/object-tier.ts': 470,
 };
 const MAX_LINES = 400;
 

@@ -8,8 +8,7 @@ import { ConfigError, loadConfig } from './config/config.loader';
 import { CONTRACT_ERROR_PREFIX } from './encoder/backend/model-contract-check';
 import { StartRefusedError } from './common/start-refused';
 import { EncodeStages } from './encoder/pipeline/encode-stages.service';
-import { ObjectTier } from './cache/object-tier';
-import { MetaStore, StoreConfigError } from './meta-registry/meta-store';
+import { BucketKeeper } from './jetstream/bucket-keeper';
 import type { AppConfig } from './config/app-config';
 import { dpRole } from './config/process-role';
 import { shutdownBoundMs } from './config/shutdown-bound';
@@ -87,15 +86,16 @@ async function main(): Promise<void> {
       });
   }
 
-  // So is a shared metadata bucket, or an object store bucket, whose settings conflict with ours.
-  // (A DP supervisor has no object store tier: its workers encode.)
-  const tier = role === 'supervisor' ? undefined : app.get(ObjectTier).ready();
-  Promise.all([app.get(MetaStore).ready(), tier]).catch(async (err: unknown) => {
-    if (!(err instanceof StoreConfigError)) return;
-    process.stderr.write(`epd-encoder: ${err.message}\n`);
-    await app.close().catch(() => undefined);
-    process.exit(78); // EX_CONFIG
-  });
+  // So is a shared bucket whose settings conflict with ours: any of the five (metadata,
+  // roster, cache claims, the object store's two), found by the one bucket service.
+  void app
+    .get(BucketKeeper)
+    .refused()
+    .then(async (err) => {
+      process.stderr.write(`epd-encoder: ${err.message}\n`);
+      await app.close().catch(() => undefined);
+      process.exit(78); // EX_CONFIG
+    });
 
   let started;
   try {

@@ -1,9 +1,10 @@
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { Clock } from '../common/clock';
 import { Logger } from '@nestjs/common';
-import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { lostCompareAndSet } from '../jetstream/compare-and-set';
-import { Kvm, type KV } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import { openKvBucket, StoreConfigError } from '../jetstream/bucket-settings';
 import { withTimeout } from '../common/timeout';
 import { CacheClaims, isDead, type ClaimRecord, type Claimed } from './claims';
 
@@ -119,7 +120,12 @@ export class KvClaims extends CacheClaims {
   }
 
   override async prepare(): Promise<void> {
-    await this.bucket().catch((err: Error) => this.warn(err.message, '(open)'));
+    await this.bucket().catch((err: Error) => {
+      if (err instanceof StoreConfigError) {
+        this.logger.error(err.message);
+        this.buckets.refuse(err); // the process refuses to start (main.ts: exit 78)
+      } else this.warn(err.message, '(open)');
+    });
   }
 
   private call<T>(op: Promise<T>): Promise<T> {
@@ -136,35 +142,22 @@ export class KvClaims extends CacheClaims {
     return this.opening;
   }
 
+  /**
+   * The claims bucket, created with our settings if missing (or by a peer at the same
+   * moment); an existing one with other settings is refused (exit 78).
+   */
   private async open(): Promise<KV> {
     const nc = await this.buckets.nats.connection();
-    const js = jetstream(nc, { timeout: API_TIMEOUT_MS });
-    const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
-    const stream = `KV_${this.bucketName}`;
-    const exists = () =>
-      jsm.streams.info(stream).then(
-        () => true,
-        () => false,
-      );
-    let kv: KV;
-    if (await exists()) {
-      kv = await new Kvm(js).open(this.bucketName);
-    } else {
-      try {
-        kv = await new Kvm(js).create(this.bucketName, {
-          history: 1,
-          ttl: CLAIM_MAX_AGE_MS,
-          replicas: this.opts.replicas,
-        });
-        const info = await jsm.streams.info(stream);
-        await jsm.streams.update(stream, { ...info.config, max_msgs: this.opts.maxClaims });
-        this.logger.log({ bucket: this.bucketName }, 'created the cache claims bucket');
-      } catch (err) {
-        // Another instance created it at the same moment (then with its cap): use that one.
-        if (!(await exists())) throw err;
-        kv = await new Kvm(js).open(this.bucketName);
-      }
-    }
+    const { kv, jsm, created } = await openKvBucket(nc, {
+      bucket: this.bucketName,
+      ttlMs: CLAIM_MAX_AGE_MS,
+      replicas: this.opts.replicas,
+      history: 1,
+      maxEntries: this.opts.maxClaims,
+      what: 'cache claims',
+      settings: 'EPD_KV_REPLICAS and EPD_CACHE_MAX_CLAIMS',
+    });
+    if (created) this.logger.log({ bucket: this.bucketName }, 'created the cache claims bucket');
     this.jsm = jsm;
     this.kv = kv;
     return kv;

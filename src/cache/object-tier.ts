@@ -2,15 +2,14 @@ import { LifecycleEvents } from '../common/lifecycle-events';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { performance } from 'node:perf_hooks';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { Objm, StorageType } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import { backoffMs, sleep } from '../common/backoff';
+import { sleep } from '../common/backoff';
 import { Clock } from '../common/clock';
 import { withTimeout } from '../common/timeout';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
-import { settingsMismatch, StoreConfigError } from '../meta-registry/meta-store';
+import { openObjectBucket } from '../jetstream/bucket-settings';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import type { CacheEntry } from './embedding-cache';
 import { ObjectIo } from '../jetstream/object-io';
@@ -84,8 +83,6 @@ export class ObjectTier implements OnApplicationBootstrap {
   private opening?: Promise<void>;
   /** Set once both buckets are open. */
   private io?: ObjectIo;
-  private readonly readyPromise: Promise<void>;
-  private settle!: { resolve(): void; reject(e: Error): void };
   private readonly queue: CacheEntry[] = [];
   private queuedKeys = new Set<string>();
   /** Bytes of the embeddings in `queue`: at most EPD_CACHE_MAX_BYTES (see write). */
@@ -119,8 +116,6 @@ export class ObjectTier implements OnApplicationBootstrap {
   ) {
     // A DP worker's supervisor owns the NATS side; the tier is one process's (EPD_DP_SIZE 1).
     this.enabled = config.cache.store === 'jetstream' && role.single;
-    this.readyPromise = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
-    this.readyPromise.catch(() => undefined);
     events.on('pipeline.pending', (pending) => (this.pipelineIdle = pending === 0));
     if (config.cache.store === 'jetstream' && !role.single) {
       this.logger.warn(
@@ -137,36 +132,13 @@ export class ObjectTier implements OnApplicationBootstrap {
     return `${this.config.cache.objBucket}_staged`;
   }
 
-  /** Resolves once both buckets are open; rejects with StoreConfigError if they never can be. */
-  ready(): Promise<void> {
-    return this.enabled ? this.readyPromise : Promise.resolve();
-  }
-
   onApplicationBootstrap(): void {
     if (this.enabled) void this.openLoop();
   }
 
+  /** Both buckets, retried until they open; a conflict of settings is refused (exit 78). */
   private async openLoop(): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.open();
-        this.settle.resolve();
-        return;
-      } catch (err) {
-        if (err instanceof StoreConfigError) {
-          this.logger.error(err.message);
-          this.settle.reject(err);
-          return;
-        }
-        if (this.nats.stoppedBeforeConnect) return;
-        const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
-        this.logger.warn(
-          { bucket: this.bucket, err: (err as Error).message, retryInMs: delay },
-          'cannot open the object store yet; retrying',
-        );
-        await new Promise((r) => setTimeout(r, delay).unref());
-      }
-    }
+    await this.buckets.open(this.bucket, () => this.open(), this.logger);
   }
 
   private open(): Promise<void> {
@@ -219,35 +191,15 @@ export class ObjectTier implements OnApplicationBootstrap {
     ageSetting: string,
   ): Promise<void> {
     const { objMaxBytes, objReplicas } = this.config.cache;
-    const stream = streamOf(name);
-    const existing = await jsm.streams.info(stream).catch((err: Error) => {
-      if (/stream not found/i.test(err.message)) return undefined;
-      throw err;
-    });
-    if (existing) {
-      const c = existing.config;
-      const have = {
-        maxBytes: c.max_bytes,
-        maxAgeMs: Math.round(c.max_age / 1e6),
-        replicas: c.num_replicas,
-      };
-      const want = { maxBytes: objMaxBytes, maxAgeMs, replicas: objReplicas };
-      const wrong = settingsMismatch(have, want);
-      if (wrong) {
-        throw new StoreConfigError(
-          `object store bucket ${name} exists with other settings (${wrong}): ` +
-            `EPD_OBJ_MAX_BYTES, ${ageSetting} and EPD_OBJ_REPLICAS must match every instance ` +
-            `sharing it; delete the bucket or use another EPD_OBJ_BUCKET`,
-        );
-      }
-    }
-    await new Objm(nc).create(name, {
-      storage: StorageType.File,
+    const created = await openObjectBucket(nc, jsm, {
+      bucket: name,
+      stream: streamOf(name),
+      maxAgeMs,
+      maxBytes: objMaxBytes,
       replicas: objReplicas,
-      max_bytes: objMaxBytes,
-      ttl: maxAgeMs * 1e6,
+      settings: `EPD_OBJ_MAX_BYTES, ${ageSetting} and EPD_OBJ_REPLICAS`,
     });
-    if (!existing) this.logger.log({ bucket: name, maxAgeMs }, 'created object store bucket');
+    if (created) this.logger.log({ bucket: name, maxAgeMs }, 'created object store bucket');
   }
 
   // --- Cached embeddings --------------------------------------------------------------

@@ -2,6 +2,8 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import { Clock } from '../common/clock';
 import type { NatsConnectionService } from '../transport/nats-connection.service';
 import { BucketKeeper } from './bucket-keeper';
+import { StoreConfigError } from './bucket-settings';
+import { Logger } from '@nestjs/common';
 import { waitFor } from '../../test/support/wait';
 
 /** A server whose streams are a set: info() of one not in it fails as JetStream's does. */
@@ -81,5 +83,25 @@ describe('BucketKeeper', () => {
     keeper.keep('b', 'KV_b', () => Promise.resolve());
     keeper.onApplicationShutdown();
     expect(await keeper.failed('b')).toBe(false);
+  });
+
+  it('open retries a bucket that cannot be opened yet, and refuses one whose settings conflict, once for all', async () => {
+    const logger = new Logger('test');
+    jest.spyOn(logger, 'warn').mockImplementation(() => undefined);
+    jest.spyOn(logger, 'error').mockImplementation(() => undefined);
+    let tries = 0;
+    const opened = await keeper.open(
+      'b',
+      () => (++tries < 2 ? Promise.reject(new Error('no responders')) : Promise.resolve('kv')),
+      logger,
+    );
+    expect({ opened, tries }).toEqual({ opened: 'kv', tries: 2 });
+    const refused = keeper.refused();
+    const conflict = new StoreConfigError('bucket c exists with other settings');
+    expect(await keeper.open('c', () => Promise.reject(conflict), logger)).toBeUndefined();
+    // A second conflict does not replace the first: main.ts reports one and exits 78.
+    keeper.refuse(new StoreConfigError('bucket d exists with other settings'));
+    await expect(refused).resolves.toBe(conflict);
+    await expect(keeper.refused()).resolves.toBe(conflict);
   });
 });

@@ -1,4 +1,5 @@
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { StoreConfigError, untilOpen } from './bucket-settings';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { backoffMs, sleep } from '../common/backoff';
 import { Clock } from '../common/clock';
@@ -55,12 +56,47 @@ export class BucketKeeper implements OnApplicationShutdown {
   private readonly stopping = new AbortController();
   private jsm?: Promise<JetStreamManager>;
   private sweeper?: NodeJS.Timeout;
+  private refusal?: StoreConfigError;
+  private readonly refusals = new Set<(err: StoreConfigError) => void>();
 
   constructor(
     /** The connection the buckets are reached over (their users take it from here). */
     readonly nats: NatsConnectionService,
     private readonly clock: Clock,
   ) {}
+
+  /**
+   * Opens bucket `name` with `open` (openKvBucket, or the object store's), retried with the
+   * one backoff until it can be or the process stops (undefined). A bucket whose settings
+   * conflict with ours is refused (see refused) and undefined returned.
+   */
+  async open<T>(name: string, open: () => Promise<T>, logger: Logger): Promise<T | undefined> {
+    try {
+      return await untilOpen(open, { bucket: name, logger, signal: this.stopping.signal });
+    } catch (err) {
+      if (!(err instanceof StoreConfigError)) throw err;
+      logger.error(err.message);
+      this.refuse(err);
+      return undefined;
+    }
+  }
+
+  /** A bucket exists with settings that conflict with ours: the process must not serve. */
+  refuse(err: StoreConfigError): void {
+    if (this.refusal) return;
+    this.refusal = err;
+    for (const listener of this.refusals) listener(err);
+    this.refusals.clear();
+  }
+
+  /**
+   * Resolves with the first bucket found with conflicting settings (never while every
+   * bucket agrees): main.ts exits 78 with its message. Any of the five buckets.
+   */
+  refused(): Promise<StoreConfigError> {
+    if (this.refusal) return Promise.resolve(this.refusal);
+    return new Promise((resolve) => this.refusals.add(resolve));
+  }
 
   /** `recreate`: makes the bucket again with this service's settings and reopens handles. */
   keep(name: string, stream: string, recreate: () => Promise<void>): void {

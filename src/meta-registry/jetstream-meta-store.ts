@@ -1,7 +1,7 @@
 import { Clock } from '../common/clock';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
-import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { Kvm, type KV, type KvEntry, type KvWatchEntry } from '@nats-io/kv';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { KV, KvEntry, KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Subject, type Subscription } from 'rxjs';
 import { backoffMs, sleep } from '../common/backoff';
@@ -12,14 +12,8 @@ import type { AppConfig } from '../config/app-config';
 import type { NatsConnectionService } from '../transport/nats-connection.service';
 import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
 import { lostCompareAndSet } from '../jetstream/compare-and-set';
-import {
-  MetaStore,
-  settingsMismatch,
-  type Claim,
-  StoreConfigError,
-  type StoreStats,
-  type StoredMeta,
-} from './meta-store';
+import { openKvBucket, untilOpen } from '../jetstream/bucket-settings';
+import { MetaStore, type Claim, type StoreStats, type StoredMeta } from './meta-store';
 
 const STORE = 'jetstream';
 /** A JetStream API call's own bound; a wait is bounded by its deadline as well. */
@@ -133,25 +127,18 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
    * too), then watches it. Settings that conflict with an existing bucket are final.
    */
   private async start(): Promise<void> {
-    for (let attempt = 1; !this.closed; attempt++) {
-      try {
-        await this.nats.connection();
-        await this.bucket();
-        break;
-      } catch (err) {
-        if (err instanceof StoreConfigError) {
-          this.logger.error(err.message);
-          this.readyReject(err);
-          return;
-        }
-        if (this.closed) return;
-        const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
-        this.logger.warn(
-          { bucket: this.bucketName, err: (err as Error).message, retryInMs: delay },
-          'cannot open the KV bucket yet; retrying',
-        );
-        await sleep(delay, this.stopping.signal).catch(() => undefined);
-      }
+    try {
+      const kv = await untilOpen(() => this.bucket(), {
+        bucket: this.bucketName,
+        logger: this.logger,
+        signal: this.stopping.signal,
+      });
+      if (!kv) return; // stopped first
+    } catch (err) {
+      // Settings that conflict with the existing bucket: final (main.ts exits 78).
+      this.logger.error((err as Error).message);
+      this.readyReject(err as Error);
+      return;
     }
     if (this.closed) return;
     const nc = await this.nats.connection();
@@ -182,45 +169,17 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     const nc = await this.nats.connection();
     const { kvBucket, kvReplicas, maxEntries } = this.config.registry;
     const ttl = this.config.timeouts.sendTimeoutMs;
-    const js = jetstream(nc, { timeout: API_TIMEOUT_MS });
-    const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
-    const stream = `KV_${kvBucket}`;
-    const existing = await jsm.streams.info(stream).catch((err: Error) => {
-      if (/stream not found/i.test(err.message)) return undefined;
-      throw err;
+    const { kv, jsm, created } = await openKvBucket(nc, {
+      bucket: kvBucket,
+      ttlMs: ttl,
+      replicas: kvReplicas,
+      history: 1,
+      maxEntries,
+      what: 'metadata registry',
+      settings: 'EPD_SEND_TIMEOUT_MS, EPD_KV_REPLICAS and EPD_REGISTRY_MAX_ENTRIES',
     });
-    const kv = await new Kvm(js).create(kvBucket, { history: 1, ttl, replicas: kvReplicas });
-    // KV options have no message cap: it is set on the stream once the bucket exists. A
-    // bucket without one was just created, here or by a peer starting at the same moment
-    // (between its two steps): cap it rather than take it for a conflicting one.
-    const uncapped = !existing || existing.config.max_msgs === -1;
-    if (uncapped) {
-      const info = await jsm.streams.info(stream);
-      await jsm.streams.update(stream, { ...info.config, max_msgs: maxEntries });
-      if (!existing)
-        this.logger.log(
-          { bucket: kvBucket, ttlMs: ttl, replicas: kvReplicas },
-          'created KV bucket',
-        );
-    }
-    if (existing) {
-      const c = existing.config;
-      const have = {
-        ttlMs: Math.round(c.max_age / 1e6),
-        replicas: c.num_replicas,
-        history: c.max_msgs_per_subject,
-        maxEntries: uncapped ? maxEntries : c.max_msgs,
-      };
-      const want = { ttlMs: ttl, replicas: kvReplicas, history: 1, maxEntries };
-      const wrong = settingsMismatch(have, want);
-      if (wrong) {
-        throw new StoreConfigError(
-          `KV bucket ${kvBucket} exists with other settings (${wrong}): EPD_SEND_TIMEOUT_MS, ` +
-            `EPD_KV_REPLICAS and EPD_REGISTRY_MAX_ENTRIES must match every instance sharing it; ` +
-            `delete the bucket or use another EPD_KV_BUCKET`,
-        );
-      }
-    }
+    if (created)
+      this.logger.log({ bucket: kvBucket, ttlMs: ttl, replicas: kvReplicas }, 'created KV bucket');
     this.jsm = jsm;
     this.kv = kv;
     return kv;

@@ -1,6 +1,8 @@
 import { Clock } from '../common/clock';
 import { Readiness } from '../common/readiness';
 import { Module } from '@nestjs/common';
+import { BucketKeeper } from '../jetstream/bucket-keeper';
+import { StoreConfigError } from '../jetstream/bucket-settings';
 import { AppConfig } from '../config/app-config';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { ParentLink } from '../transport/parent-link';
@@ -18,6 +20,7 @@ function makeStore(
   link: ParentLink,
   clock: Clock,
   readiness: Readiness,
+  buckets: BucketKeeper,
 ): MetaStore {
   let store: MetaStore;
   if (config.registry.store === 'jetstream') store = new JetStreamMetaStore(nats, config, clock);
@@ -25,6 +28,10 @@ function makeStore(
   else if (link.channel) store = new ParentMirroredStore(config.registry.maxEntries, link.channel);
   else store = new MemoryMetaStore(config.registry.maxEntries);
   readiness.require('metadata store', store.ready());
+  // Its bucket exists with other settings: refused with the other buckets' conflicts (exit 78).
+  store.ready().catch((err: unknown) => {
+    if (err instanceof StoreConfigError) buckets.refuse(err);
+  });
   return store;
 }
 
@@ -33,7 +40,7 @@ function makeStore(
   providers: [
     {
       provide: MetaStore,
-      inject: [AppConfig, NatsConnectionService, ParentLink, Clock, Readiness],
+      inject: [AppConfig, NatsConnectionService, ParentLink, Clock, Readiness, BucketKeeper],
       useFactory: makeStore,
     },
     MetaRegistry,

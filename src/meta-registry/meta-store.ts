@@ -34,22 +34,6 @@ export interface StoredMeta {
  */
 export type Claim = { won: true; was: StoredMeta } | { won: false; now?: StoredMeta };
 
-/** A store that cannot be used with this configuration: the process refuses to start. */
-export class StoreConfigError extends Error {}
-
-/**
- * The settings of an existing bucket that differ from ours, as `name have, want ours`
- * joined by `; `, or undefined when they all agree.
- */
-export function settingsMismatch<K extends string>(
-  have: Record<K, unknown>,
-  want: Record<K, unknown>,
-): string | undefined {
-  const wrong = (Object.keys(want) as K[]).filter((k) => have[k] !== want[k]);
-  if (wrong.length === 0) return undefined;
-  return wrong.map((k) => `${k} ${String(have[k])}, want ${String(want[k])}`).join('; ');
-}
-
 export interface StoreStats {
   entries: number;
   oldestPublishedAt?: number;

@@ -5,17 +5,16 @@ import {
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import { jetstream } from '@nats-io/jetstream';
-import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import type { KV, KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Clock } from '../common/clock';
 import { Readiness } from '../common/readiness';
-import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { EpdNatsServer } from '../transport/epd-nats.server';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
+import { openKvBucket } from '../jetstream/bucket-settings';
 import type { LoadSnapshot } from '../common/load';
 import { parseRosterEntry, type InstanceInfo } from './roster-entry';
 
@@ -43,7 +42,6 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   private watcher?: QueuedIterator<KvWatchEntry>;
   private timer?: NodeJS.Timeout;
   private closed = false;
-  private readonly stopping = new AbortController();
   private httpUrl = '';
   /** When this instance's last heartbeat was stored (0: never). */
   private lastBeatStored = 0;
@@ -105,32 +103,28 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
     return `${this.config.registry.kvBucket}_instances`;
   }
 
-  /** The roster's bucket, created with our settings if missing (also after a deletion). */
+  /**
+   * The roster's bucket, created with our settings if missing (also after a deletion); an
+   * existing one with other settings is refused (exit 78).
+   */
   private async openBucket(): Promise<KV> {
     const nc = await this.nats.connection();
-    return new Kvm(jetstream(nc)).create(this.bucketName, {
-      history: 1,
-      ttl: this.ttlMs,
+    const { kv } = await openKvBucket(nc, {
+      bucket: this.bucketName,
+      ttlMs: this.ttlMs,
       replicas: this.config.registry.kvReplicas,
+      history: 1,
+      what: 'instance roster',
+      settings: 'EPD_INSTANCE_HEARTBEAT_MS (its TTL is three heartbeats) and EPD_KV_REPLICAS',
     });
+    return kv;
   }
 
   /** Opens the roster's bucket, retrying until it can (JetStream may come up after NATS). */
   private async start(): Promise<void> {
-    for (let attempt = 1; !this.kv; attempt++) {
-      try {
-        this.kv = await this.openBucket();
-      } catch (err) {
-        if (this.closed) return;
-        const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
-        this.logger.warn(
-          { err: (err as Error).message, retryInMs: delay },
-          'roster unavailable; retrying',
-        );
-        await sleep(delay, this.stopping.signal).catch(() => undefined);
-        if (this.closed) return;
-      }
-    }
+    const kv = await this.buckets.open(this.bucketName, () => this.openBucket(), this.logger);
+    if (!kv || this.closed) return;
+    this.kv = kv;
     this.buckets.keep(this.bucketName, `KV_${this.bucketName}`, async () => {
       this.kv = await this.openBucket();
     });
@@ -328,7 +322,6 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   async beforeApplicationShutdown(): Promise<void> {
     await Promise.all(this.beforeLeaving.map((hook) => hook().catch(() => undefined)));
     this.closed = true;
-    this.stopping.abort();
     clearInterval(this.timer);
     this.watcher?.stop();
     // Leave at once rather than after three silent beats: calls for this instance's

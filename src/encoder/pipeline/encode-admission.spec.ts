@@ -45,7 +45,7 @@ describe('EncodeAdmission: the pending count as an event', () => {
     // EPD_MAX_PENDING=2: the third is refused (503) and changes nothing.
     expect(() => admission.admit('image', 'c', 1)).toThrow(/2/);
     admission.settle(a, 'image', 'success');
-    admission.settle(b, 'image', 'failure');
+    admission.settle(b, 'image', 'error');
     expect(seen).toEqual([1, 2, 1, 0]);
     expect(admission.pendingRequests).toBe(0);
   });

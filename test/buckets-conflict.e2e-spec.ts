@@ -1,0 +1,91 @@
+import { spawn } from 'node:child_process';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { sharedNatsUrl } from './support/app';
+import { freshBucket } from './support/kv-registry';
+import { MAIN } from './support/service-process';
+
+/**
+ * Before, only the metadata and object store buckets checked their settings: a roster or
+ * cache claims bucket made by instances with another EPD_INSTANCE_HEARTBEAT_MS,
+ * EPD_CACHE_MAX_CLAIMS or history was retried forever ("roster unavailable; retrying")
+ * or silently used with the other settings. Every bucket now goes through one opener:
+ * a conflict stops the process with exit 78 and a message naming the bucket, each setting
+ * that differs and the environment variables that decide it.
+ */
+describe('every shared bucket refuses conflicting settings (e2e, the built service)', () => {
+  let nc: NatsConnection;
+  const made: string[] = [];
+  beforeAll(async () => {
+    nc = await connect({ servers: sharedNatsUrl() });
+  });
+  afterAll(async () => {
+    const jsm = await jetstreamManager(nc);
+    for (const s of made) await jsm.streams.delete(s).catch(() => false);
+    await nc.close();
+  });
+
+  /** Runs the service on `kvBucket` to its exit (bounded at 60 s): code and stderr. */
+  const runToExit = (kvBucket: string, env: Record<string, string>) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const proc = spawn(process.execPath, [MAIN], {
+        env: {
+          ...process.env,
+          EPD_NATS_URL: sharedNatsUrl(),
+          EPD_HTTP_PORT: '0',
+          EPD_SUBJECT_PREFIX: `${kvBucket}x`,
+          EPD_REGISTRY_STORE: 'jetstream',
+          EPD_KV_BUCKET: kvBucket,
+          EPD_LOG_LEVEL: 'error',
+          ...env,
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      const timer = setTimeout(() => {
+        proc.kill('SIGKILL');
+        reject(new Error(`the service did not exit:\n${stderr}`));
+      }, 60_000);
+      proc.once('exit', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stderr });
+      });
+    });
+
+  it('the instance roster: another TTL (three heartbeats) is refused, naming EPD_INSTANCE_HEARTBEAT_MS', async () => {
+    const bucket = freshBucket('rosterconf');
+    made.push(`KV_${bucket}`, `KV_${bucket}_instances`);
+    // As instances with EPD_INSTANCE_HEARTBEAT_MS=1000 made it: a TTL of 3 s.
+    await new Kvm(jetstream(nc)).create(`${bucket}_instances`, {
+      history: 1,
+      ttl: 3000,
+      replicas: 1,
+    });
+    const { code, stderr } = await runToExit(bucket, { EPD_INSTANCE_HEARTBEAT_MS: '500' });
+    expect(code).toBe(78);
+    expect(stderr).toContain(
+      `epd-encoder: KV bucket ${bucket}_instances exists with other settings (ttlMs 3000, want 1500)`,
+    );
+    expect(stderr).toContain('EPD_INSTANCE_HEARTBEAT_MS');
+    expect(stderr).toContain('delete the bucket or use another EPD_KV_BUCKET');
+  }, 90_000);
+
+  it('the cache claims: another history is refused, naming EPD_CACHE_MAX_CLAIMS', async () => {
+    const bucket = freshBucket('claimsconf');
+    made.push(`KV_${bucket}`, `KV_${bucket}_claims`, `KV_${bucket}_instances`);
+    await new Kvm(jetstream(nc)).create(`${bucket}_claims`, {
+      history: 5,
+      ttl: 3_600_000,
+      replicas: 1,
+    });
+    const { code, stderr } = await runToExit(bucket, {
+      EPD_CACHE_MAX_BYTES: String(16 * 1024 * 1024),
+    });
+    expect(code).toBe(78);
+    expect(stderr).toContain(`epd-encoder: KV bucket ${bucket}_claims exists with other settings`);
+    expect(stderr).toContain('history 5, want 1');
+    expect(stderr).toContain('EPD_CACHE_MAX_CLAIMS');
+  }, 90_000);
+});
