@@ -13,11 +13,14 @@ const DEADLINE_MS = 180_000;
 /** EPD_STAGING_MAX_BYTES at its default: the 16 embeddings staged (65 MB each) fit in it. */
 const STAGING = 1024 * MiB;
 /**
- * Growth from idle the peak may reach: both budgets full, and 256 MiB for everything
- * else (decode buffers of two threads, the forward's activations, the heap). Before the
- * fix this probe grew by 3,351 MiB here.
+ * Growth from idle the peak may reach: both budgets full, and 384 MiB for everything
+ * else (decode buffers of two threads, the forward's activations, the heap, and what the
+ * allocator has not handed back yet). Ten fresh-clone CI runs put that rest at -86 to
+ * +282 MiB over the two budgets; the 256 MiB first allowed failed two of them (261 and
+ * 282 MiB) with every budget held. Before the fix this probe grew by 3,351 MiB here,
+ * 1,159 MiB over this bound.
  */
-const PEAK_GROWTH = WORK + STAGING + 256 * MiB;
+const PEAK_GROWTH = WORK + STAGING + 384 * MiB;
 
 /**
  * "Security, second pass", N2: memory was bounded per request, not in total. 16 concurrent

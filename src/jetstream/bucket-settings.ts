@@ -103,7 +103,11 @@ export async function openKvBucket(
     }
   }
   if (uncapped) await jsm.streams.update(stream, { ...c, max_msgs: spec.maxEntries });
-  return { kv: await new Kvm(js).open(spec.bucket), jsm, created };
+  // Bound with the stream's own allow_direct: Kvm.open alone binds without it, and every
+  // get then went to the stream's leader; with the leader dead, a release waited for the
+  // election (cluster failover test) where a direct get from any replica answers at once.
+  const kv = await new Kvm(js).open(spec.bucket, { allow_direct: c.allow_direct === true });
+  return { kv, jsm, created };
 }
 
 /** An object store bucket as this service makes it (file storage). */
