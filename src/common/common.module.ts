@@ -5,10 +5,11 @@ import { Clock } from './clock';
 import { LifecycleEvents } from './lifecycle-events';
 import { Deadlines } from './deadline';
 import { Readiness, ReadinessInterceptor } from './readiness';
+import { ShutdownPhases } from './shutdown-phases';
 
 /**
  * Cross-cutting providers every feature may inject: the clock, the lifecycle events, call
- * deadlines, the admin guard, the process's readiness to serve.
+ * deadlines, the admin guard, the process's readiness to serve, the ordered shutdown.
  */
 const SHARED = [
   Clock,
@@ -18,6 +19,7 @@ const SHARED = [
   AdminTokenGuard,
   Readiness,
   ReadinessInterceptor,
+  ShutdownPhases,
 ];
 
 @Global()

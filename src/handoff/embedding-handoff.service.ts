@@ -76,9 +76,6 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
   onModuleInit(): void {
     if (!this.enabled) return;
     this.router.useStoredOwners(this);
-    // Whichever shutdown hook comes first starts it; the registry stays open, and (through
-    // the router) this instance in the roster, until it is done.
-    this.registry.beforeClose(() => this.drain());
     this.states.onEnded((reqId) => {
       if (!this.held.delete(reqId)) return;
       this.tier
@@ -217,7 +214,11 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     return undefined;
   }
 
-  /** The drain, once: see the class. Called before the metadata registry closes. */
+  /**
+   * The drain, once: see the class. The `hand-off` shutdown phase: before this instance
+   * leaves the roster (peers forward here meanwhile; gone from it first, they would answer
+   * owner_gone for embeddings about to move) and before the registry closes.
+   */
   drain(): Promise<void> {
     this.draining ??= this.drainOnce();
     return this.draining;

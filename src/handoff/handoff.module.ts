@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ShutdownPhases } from '../common/shutdown-phases';
 import { CacheModule } from '../cache/cache.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RequestsModule } from '../requests/requests.module';
@@ -16,4 +17,8 @@ import { HandoffController } from './handoff.controller';
   providers: [EmbeddingHandoff],
   exports: [EmbeddingHandoff],
 })
-export class HandoffModule {}
+export class HandoffModule {
+  constructor(phases: ShutdownPhases, handoff: EmbeddingHandoff) {
+    if (handoff.enabled) phases.on('hand-off', 'staged embeddings', () => handoff.drain());
+  }
+}

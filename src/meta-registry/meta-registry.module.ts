@@ -1,5 +1,6 @@
 import { Clock } from '../common/clock';
 import { Readiness } from '../common/readiness';
+import { ShutdownPhases } from '../common/shutdown-phases';
 import { Module } from '@nestjs/common';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { StoreConfigError } from '../jetstream/bucket-settings';
@@ -48,4 +49,8 @@ function makeStore(
   ],
   exports: [MetaRegistry, MetadataService, MetaStore],
 })
-export class MetaRegistryModule {}
+export class MetaRegistryModule {
+  constructor(phases: ShutdownPhases, registry: MetaRegistry) {
+    phases.on('close-registry', 'metadata registry', () => registry.shutdown());
+  }
+}

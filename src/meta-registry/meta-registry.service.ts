@@ -1,9 +1,4 @@
-import {
-  Injectable,
-  Logger,
-  type BeforeApplicationShutdown,
-  type OnModuleInit,
-} from '@nestjs/common';
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import {
   Observable,
   Subject,
@@ -81,7 +76,7 @@ interface Slot {
  * unsubscribe) runs one teardown that drops the waiter and, with the last one, its slot.
  */
 @Injectable()
-export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
+export class MetaRegistry implements OnModuleInit {
   private readonly logger = new Logger(MetaRegistry.name);
   private readonly slots = new Map<string, Slot>();
   private pending = 0;
@@ -91,7 +86,6 @@ export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
   private sweepTimer?: NodeJS.Timeout;
   private changes?: Subscription;
   private sweeping = false;
-  private readonly closeHooks: (() => Promise<void>)[] = [];
   private readonly counters: Omit<RegistryCounters, 'cancelled'> = {
     publishes: 0,
     errorPublishes: 0,
@@ -144,19 +138,13 @@ export class MetaRegistry implements OnModuleInit, BeforeApplicationShutdown {
   }
 
   /**
-   * At shutdown, after the NATS server left its queue groups (its onModuleDestroy), so
-   * that only calls already received get 503 shutting_down, never new ones.
+   * The `close-registry` shutdown phase (src/common/shutdown-phases.ts): after the NATS
+   * server left its queue groups, so that only calls already received get 503
+   * shutting_down, never new ones, and after the handoff, which still publishes.
    */
-  async beforeApplicationShutdown(): Promise<void> {
-    // Whatever must still publish first (the handoff of staged embeddings), bounded by its owner.
-    await Promise.all(this.closeHooks.map((hook) => hook().catch(() => undefined)));
+  shutdown(): Promise<void> {
     this.close();
     return this.closing;
-  }
-
-  /** `hook` runs at shutdown before the registry closes (it may still publish meanwhile). */
-  beforeClose(hook: () => Promise<void>): void {
-    this.closeHooks.push(hook);
   }
 
   /**

@@ -1,10 +1,5 @@
 import { hostname } from 'node:os';
-import {
-  Injectable,
-  Logger,
-  type BeforeApplicationShutdown,
-  type OnApplicationBootstrap,
-} from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import type { KV, KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Clock } from '../common/clock';
@@ -35,7 +30,7 @@ export interface InstanceView extends InstanceInfo {
  * cut off stops heartbeating and is gone after three beats.
  */
 @Injectable()
-export class InstanceRoster implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class InstanceRoster implements OnApplicationBootstrap {
   private readonly logger = new Logger('InstanceRoster');
   private readonly seen = new Map<string, { info: InstanceInfo; at: number }>();
   private kv?: KV;
@@ -57,8 +52,6 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
 
   /** Resolves once this instance's first heartbeat is stored (it is in the roster). */
   private listed!: () => void;
-
-  private readonly beforeLeaving: (() => Promise<void>)[] = [];
 
   constructor(
     private readonly config: AppConfig,
@@ -311,16 +304,10 @@ export class InstanceRoster implements OnApplicationBootstrap, BeforeApplication
   }
 
   /**
-   * `hook` runs at shutdown before this instance leaves the roster: while it runs (the
-   * handoff of staged embeddings), peers still see the instance alive and forward to it.
+   * The `leave-roster` shutdown phase (src/common/shutdown-phases.ts), after the handoff
+   * (peers forward here while it runs) and before the NATS drain (the connection is up).
    */
-  leaveAfter(hook: () => Promise<void>): void {
-    this.beforeLeaving.push(hook);
-  }
-
-  /** Before the NATS drain: leave the roster while the connection is still up. */
-  async beforeApplicationShutdown(): Promise<void> {
-    await Promise.all(this.beforeLeaving.map((hook) => hook().catch(() => undefined)));
+  async leave(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
     this.watcher?.stop();

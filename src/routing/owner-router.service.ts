@@ -36,8 +36,6 @@ export interface StoredOwners {
   take(reqId: string, owner: Owner, deadline: number): Promise<Owner | undefined>;
   /** A takeover of `reqId` under way here, if any (settles when it ends, either way). */
   takingNow(reqId: string): Promise<unknown> | undefined;
-  /** The handoff at shutdown: this instance stays in the roster until it is done. */
-  drain(): Promise<void>;
   /**
    * A release of a handed-off embedding nobody took: it leaves the store. Resolves with
    * the owner when another instance took it over first (the release goes there).
@@ -134,9 +132,6 @@ export class OwnerRouter {
   /** The handoff's side of the store: calls for an embedding an instance handed over. */
   useStoredOwners(stored: StoredOwners): void {
     this.stored = stored;
-    // Peers forward to this instance while it hands its embeddings over; gone from the
-    // roster before that, they would answer owner_gone for embeddings about to move.
-    this.roster.leaveAfter(() => stored.drain());
   }
 
   async route<T>(

@@ -69,7 +69,6 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
       enabled: true,
       isAlive: () => Promise.resolve(true),
       mayBeAlive: () => true,
-      leaveAfter: () => undefined,
     } as unknown as InstanceRoster;
     const ranks = { active: false } as unknown as LocalRanks;
     router = new OwnerRouter(config, registry, forwarder, roster, new Clock(), ranks);
@@ -84,7 +83,6 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
         this.dropped.push(reqId);
         return Promise.resolve(this.takenBy);
       },
-      drain: () => Promise.resolve(),
       takingNow: () => undefined,
       handingOff() {
         return this.moving;

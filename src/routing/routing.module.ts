@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ShutdownPhases } from '../common/shutdown-phases';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { InstanceRoster } from './instance-roster.service';
 import { InstancesController } from './instances.controller';
@@ -14,4 +15,8 @@ import { OwnerRouter } from './owner-router.service';
   providers: [InstanceRoster, OwnerRouter],
   exports: [OwnerRouter, InstanceRoster],
 })
-export class RoutingModule {}
+export class RoutingModule {
+  constructor(phases: ShutdownPhases, roster: InstanceRoster) {
+    if (roster.enabled) phases.on('leave-roster', 'instance roster', () => roster.leave());
+  }
+}
