@@ -20,6 +20,7 @@
  *   - a fused forward of 8 images against 8 separate forwards.
  */
 import { execFileSync, fork, spawn } from 'node:child_process';
+import { Clock } from '../src/common/clock';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -108,7 +109,7 @@ async function imageStages(name: string, file: Buffer, session: InferenceSession
   const float16 = await Float16Cast.create();
   for (let k = 0; k < 40; k++) await float16.convert(out); // steady state, as below
   const receiver = await ReferenceReceiver.start({ onFrame: () => undefined });
-  const sender = new TcpEmbeddingSender();
+  const sender = new TcpEmbeddingSender(new Clock());
   const bytes = new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
   const send = () =>
     sender.send(

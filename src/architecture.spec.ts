@@ -185,7 +185,7 @@ describe('architecture', () => {
     // The SDK and the CLI run without the service's DI. Any reference counts: a
     // `now = Date.now` default is the same wall clock a test cannot move (five classes
     // had one, past a check for the string 'Date.now()').
-    const allowed = /^src\/(cli|client)\/|^src\/common\/clock\.ts$/;
+    const allowed = /^src\/(cli|client)\/|^src\/common\/clock\.ts$|testing\.ts$/;
     expect(readingWallClock(files, allowed)).toEqual([]);
     // The check sees what it is for: a default parameter, and a call.
     const fixture = 'src/x/fixture.ts';
@@ -195,15 +195,62 @@ describe('architecture', () => {
     ]);
     expect(read('const t = Date.now();')).toEqual([fixture]);
     expect(read('const t = this.clock.now();')).toEqual([]);
+    // Nor a Clock of its own: `clock: Clock = new Clock()` as a default (six classes had
+    // one) is the wall clock again wherever a caller forgets to pass the injected one.
+    expect(read('constructor(private readonly clock: Clock = new Clock()) {}')).toEqual([fixture]);
+  });
+
+  it('only the composition root and the role ports branch on the DP role; the files still doing so only leave the list', () => {
+    const branching = branchingOnRole(files);
+    expect(branching.filter((f) => !ROLE_BRANCHING_TO_MOVE.has(f))).toEqual([]);
+    // A file that stopped branching leaves the list.
+    expect([...ROLE_BRANCHING_TO_MOVE].filter((f) => !branching.includes(f))).toEqual([]);
+    // The check sees what it is for.
+    const fixture = 'src/x/fixture.service.ts';
+    const of = (text: string) => branchingOnRole([fixture], () => text);
+    expect(of('if (this.role.worker) return;')).toEqual([fixture]);
+    expect(of('const x = role.supervisor ? a : b;')).toEqual([fixture]);
+    expect(of('const rank = this.role.rank;')).toEqual([]);
+    expect(branchingOnRole(['src/x/x.module.ts'], () => 'role.worker ? A : B')).toEqual([]);
   });
 });
 
-/** Files (outside `allowed`) whose code names Date.now, comments aside. */
+/**
+ * Services that still branch on the DP role (role.worker, role.supervisor, role.single)
+ * instead of receiving a port with one implementation per role (issue "Architecture,
+ * third step"): a file leaves the list when it stops, and no file joins it.
+ */
+const ROLE_BRANCHING_TO_MOVE = new Set([
+  'src/cache/encode-cache.service.ts',
+  'src/cache/object-tier.ts',
+  'src/meta-registry/meta-registry.service.ts',
+  'src/meta-registry/metadata.service.ts',
+  'src/routing/instance-roster.service.ts',
+  'src/transport/epd-nats.server.ts',
+  'src/transport/parent-link.ts',
+]);
+
+/**
+ * Files that branch on the DP role, but the composition root (modules, main.ts,
+ * bootstrap.ts, app.module.ts) and the role's own definition, comments aside.
+ */
+function branchingOnRole(
+  files: string[],
+  text: (f: string) => string = (f) => readFileSync(join(ROOT, f), 'utf8'),
+): string[] {
+  const root = /\.module\.ts$|^src\/(main|bootstrap)\.ts$|^src\/config\/process-role\.ts$/;
+  const code = (t: string) => t.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+  return files.filter(
+    (f) => !root.test(f) && /\brole\.(worker|supervisor|single)\b/.test(code(text(f))),
+  );
+}
+
+/** Files (outside `allowed`) whose code names Date.now or makes a Clock, comments aside. */
 function readingWallClock(
   files: string[],
   allowed: RegExp,
   text: (f: string) => string = (f) => readFileSync(join(ROOT, f), 'utf8'),
 ): string[] {
   const code = (t: string) => t.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
-  return files.filter((f) => !allowed.test(f) && /\bDate\.now\b/.test(code(text(f))));
+  return files.filter((f) => !allowed.test(f) && /\bDate\.now\b|\bnew Clock\(/.test(code(text(f))));
 }

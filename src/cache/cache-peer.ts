@@ -62,7 +62,7 @@ export class CachePeer {
   constructor(
     private readonly store: EmbeddingCache,
     private readonly leaseMs: number,
-    private readonly clock: Clock = new Clock(),
+    private readonly clock: Clock,
   ) {}
 
   get stats(): { served: number; fetched: number; unusable: number; serving: number } {

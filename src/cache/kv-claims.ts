@@ -53,7 +53,7 @@ export class KvClaims extends CacheClaims {
     private readonly buckets: BucketKeeper,
     readonly bucketName: string,
     private readonly opts: { replicas: number; maxClaims: number },
-    private readonly clock: Clock = new Clock(),
+    private readonly clock: Clock,
   ) {
     super();
     // Deleted under us: made again (with the cap) by the same open as at start.

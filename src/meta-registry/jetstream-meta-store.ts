@@ -97,7 +97,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   constructor(
     private readonly nats: NatsConnectionService,
     private readonly config: AppConfig,
-    private readonly clock: Clock = new Clock(),
+    private readonly clock: Clock,
   ) {
     super();
     // Unobserved until main.ts (or a test) asks: a config error must not be unhandled.

@@ -1,4 +1,5 @@
 import { waitFor } from '../../test/support/wait';
+import { Clock } from '../common/clock';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +22,7 @@ describe('RestartLedger', () => {
 
   it('gives the previous process entries still within their TTL, never its own', () => {
     const path = join(dir, 'a.json');
-    const before = new RestartLedger(path, 'boot-1', 10);
+    const before = new RestartLedger(path, 'boot-1', 10, new Clock());
     before.start(
       () => [],
       () => undefined,
@@ -30,25 +31,27 @@ describe('RestartLedger', () => {
       ['held', 2_000],
       ['expired', 500],
     ]);
-    expect(new RestartLedger(path, 'boot-2', 10).previous(1_000)).toEqual([['held', 2_000]]);
-    expect(new RestartLedger(path, 'boot-1', 10).previous(1_000)).toEqual([]);
+    expect(new RestartLedger(path, 'boot-2', 10, new Clock()).previous(1_000)).toEqual([
+      ['held', 2_000],
+    ]);
+    expect(new RestartLedger(path, 'boot-1', 10, new Clock()).previous(1_000)).toEqual([]);
   });
 
   it('knows nothing from a missing or corrupt file, or from malformed entries', () => {
-    expect(new RestartLedger(join(dir, 'none.json'), 'b', 10).previous(0)).toEqual([]);
+    expect(new RestartLedger(join(dir, 'none.json'), 'b', 10, new Clock()).previous(0)).toEqual([]);
     const corrupt = join(dir, 'corrupt.json');
     writeFileSync(corrupt, '{"boot":');
-    expect(new RestartLedger(corrupt, 'b', 10).previous(0)).toEqual([]);
+    expect(new RestartLedger(corrupt, 'b', 10, new Clock()).previous(0)).toEqual([]);
     const odd = join(dir, 'odd.json');
     writeFileSync(odd, JSON.stringify({ boot: 'a', entries: [['ok', 9], [1, 9], 'x', ['y']] }));
-    expect(new RestartLedger(odd, 'b', 10).previous(0)).toEqual([['ok', 9]]);
+    expect(new RestartLedger(odd, 'b', 10, new Clock()).previous(0)).toEqual([['ok', 9]]);
   });
 
   // Not timed: the write runs on libuv's threads, which a loaded machine (CI, with other
   // work) delayed past a fixed 30 ms wait. It must come, with the change in it.
   it('rewrites the file after a change, on its interval timer', async () => {
     const path = join(dir, 'live.json');
-    const ledger = new RestartLedger(path, 'boot-3', 5);
+    const ledger = new RestartLedger(path, 'boot-3', 5, new Clock());
     let held: [string, number][] = [];
     ledger.start(
       () => held,
@@ -72,7 +75,7 @@ describe('RestartLedger', () => {
     const path = join(dir, 'racing.json');
     let caught = false;
     for (let attempt = 0; attempt < 20 && !caught; attempt++) {
-      const ledger = new RestartLedger(path, 'boot-4', 1);
+      const ledger = new RestartLedger(path, 'boot-4', 1, new Clock());
       let held: [string, number][] = [['old', 99]];
       ledger.start(
         () => held,

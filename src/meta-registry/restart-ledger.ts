@@ -43,7 +43,7 @@ export class RestartLedger {
     readonly path: string,
     private readonly boot: string,
     private readonly intervalMs: number,
-    private readonly clock: Clock = new Clock(),
+    private readonly clock: Clock,
   ) {}
 
   /**

@@ -36,7 +36,7 @@ export async function makeKvRegistry(config: AppConfig): Promise<{
 }> {
   const nats = new NatsConnectionService(config);
   nats.onModuleInit();
-  const store = new JetStreamMetaStore(nats, config);
+  const store = new JetStreamMetaStore(nats, config, new Clock());
   await store.ready();
   const registry = new MetaRegistry(store, config, new Clock(), SINGLE);
   registry.onModuleInit();

@@ -148,7 +148,7 @@ export class TcpEmbeddingSender extends EmbeddingTransport implements OnApplicat
   private readonly connecting = new Map<string, Promise<Connection>>();
   private readonly sweepTimer: NodeJS.Timeout;
 
-  constructor(private readonly clock: Clock = new Clock()) {
+  constructor(private readonly clock: Clock) {
     super();
     this.sweepTimer = setInterval(() => this.evictIdle(), 5_000);
     this.sweepTimer.unref();

@@ -1,4 +1,5 @@
 import { waitFor } from '../../test/support/wait';
+import { Clock } from '../common/clock';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -22,7 +23,7 @@ const header = (reqId: string, rows: number, dim = 4): FrameHeader => ({
 
 describe('data plane: TCP sender and reference receiver', () => {
   let sender: TcpEmbeddingSender;
-  beforeEach(() => (sender = new TcpEmbeddingSender()));
+  beforeEach(() => (sender = new TcpEmbeddingSender(new Clock())));
   afterEach(() => sender.onApplicationShutdown());
 
   it('delivers header and bytes intact, acks, and reuses one connection per endpoint', async () => {

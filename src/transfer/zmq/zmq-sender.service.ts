@@ -68,7 +68,7 @@ export class ZmqEmbeddingSender extends EmbeddingTransport implements OnModuleDe
 
   constructor(
     private readonly config: AppConfig,
-    private readonly clock: Clock = new Clock(),
+    private readonly clock: Clock,
   ) {
     super();
     this.context = new Context({

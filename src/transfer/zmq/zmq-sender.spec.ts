@@ -1,4 +1,5 @@
 import { Pull } from 'zeromq';
+import { Clock } from '../../common/clock';
 import { loadConfig } from '../../config/config.loader';
 import type { FrameHeader } from '../frame';
 import { ZmqEmbeddingSender } from './zmq-sender.service';
@@ -29,7 +30,10 @@ describe('ZmqEmbeddingSender (real ZMQ sockets on loopback)', () => {
   // unit tests passed, when the collector had not yet taken the retired monitors).
   const senders: ZmqEmbeddingSender[] = [];
   const sender = (env: Record<string, string> = {}) => {
-    const s = new ZmqEmbeddingSender(loadConfig({ EPD_ZMQ_LINGER_MS: '0', ...env }).config);
+    const s = new ZmqEmbeddingSender(
+      loadConfig({ EPD_ZMQ_LINGER_MS: '0', ...env }).config,
+      new Clock(),
+    );
     senders.push(s);
     return s;
   };
