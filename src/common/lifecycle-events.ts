@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Listeners } from './listeners';
-import type { WaitOutcome } from './kernel';
+import type { ReleaseReason, WaitOutcome } from './kernel';
 
 /**
  * What happens in a request's life that other parts of the service follow (the metrics so
@@ -22,6 +22,10 @@ export interface LifecycleEventMap {
    * request in it; the object store writes in that time only).
    */
   'pipeline.pending': [pending: number];
+  /** A request's state ended (released, expired, failed), once, and why. */
+  'request.ended': [reqId: string, reason: ReleaseReason];
+  /** A release that waited behind an encode or a send was applied. */
+  'release.deferred-applied': [reqId: string];
 }
 
 export type LifecycleEvent = keyof LifecycleEventMap;

@@ -29,7 +29,8 @@ describe('DeliveryService: a send whose state ends while its policy check runs',
   const setup = () => {
     const { config } = loadConfig({ EPD_STAGING_MAX_BYTES: '100000' });
     const clock = new Clock();
-    const states = new ReqStateStore(config, clock);
+    const events = new LifecycleEvents();
+    const states = new ReqStateStore(config, clock, events);
     const registry = new MetaRegistry(
       new MemoryMetaStore(100),
       config,
@@ -43,8 +44,8 @@ describe('DeliveryService: a send whose state ends while its policy check runs',
       config,
       clock,
       states,
-      new DeliveryWire(config, new NoTransport(), policy, new LifecycleEvents()),
-      new RequestLifecycle(states, registry),
+      new DeliveryWire(config, new NoTransport(), policy, events),
+      new RequestLifecycle(states, registry, events),
       policy,
     );
     const state = states.begin('r', 'image', 0, 1);

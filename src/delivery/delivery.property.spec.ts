@@ -93,20 +93,21 @@ describe('delivery lifecycle property', () => {
           EPD_STAGING_MAX_BYTES: '1000000',
         });
         const clock = new Clock();
-        const states = new ReqStateStore(config, clock);
+        const events = new LifecycleEvents();
+        const states = new ReqStateStore(config, clock, events);
         const registry = new MetaRegistry(
           new MemoryMetaStore(1000),
           config,
           clock,
           new ProcessRole('single', 0),
         );
-        const lifecycle = new RequestLifecycle(states, registry);
+        const lifecycle = new RequestLifecycle(states, registry, events);
         const transport = new FakeTransport();
         const delivery = new DeliveryService(
           config,
           clock,
           states,
-          new DeliveryWire(config, transport, new DestinationPolicy(config), new LifecycleEvents()),
+          new DeliveryWire(config, transport, new DestinationPolicy(config), events),
           lifecycle,
           new DestinationPolicy(config),
         );

@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { Clock } from '../common/clock';
 import { MMError } from '../common/errors/mm-error';
 import { makeRegistry } from '../meta-registry/testing';
@@ -44,7 +45,7 @@ function setup(maxPending = 2, env: Record<string, string> = {}) {
     r.ready = true;
     r.channel = forwarder.for(r.rank);
   }
-  const states = new ReqStateStore(config, clock);
+  const states = new ReqStateStore(config, clock, new LifecycleEvents());
   const dispatcher = new DpDispatcher(config, supervisor, registry, states, clock);
   const encode = (id: string) =>
     dispatcher.encode(

@@ -11,7 +11,8 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner, StoredMeta } from '../meta-registry/meta-store';
 import { isErrorMeta } from '../meta-registry/meta.schema';
 import { ReqStateStore, type ReqState } from '../requests/req-state.store';
-import { OwnerRouter, type StoredOwners } from '../routing/owner-router.service';
+import type { StoredOwners } from '../routing/owner-router.service';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { parseEndpoint, type Endpoint } from '../transfer/embedding-transport';
 
 /** Staged embeddings written to the store at once during a drain. */
@@ -68,15 +69,14 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     private readonly tier: ObjectTier,
     private readonly states: ReqStateStore,
     private readonly registry: MetaRegistry,
-    private readonly router: OwnerRouter,
+    private readonly events: LifecycleEvents,
   ) {
     this.enabled = tier.enabled && config.registry.store === 'jetstream';
   }
 
   onModuleInit(): void {
     if (!this.enabled) return;
-    this.router.useStoredOwners(this);
-    this.states.onEnded((reqId) => {
+    this.events.on('request.ended', (reqId) => {
       if (!this.held.delete(reqId)) return;
       this.tier
         .release(reqId)

@@ -5,6 +5,7 @@ import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RequestsModule } from '../requests/requests.module';
 import { RoutingModule } from '../routing/routing.module';
 import { EmbeddingHandoff } from './embedding-handoff.service';
+import { OwnerRouter } from '../routing/owner-router.service';
 import { HandoffController } from './handoff.controller';
 
 /**
@@ -18,7 +19,10 @@ import { HandoffController } from './handoff.controller';
   exports: [EmbeddingHandoff],
 })
 export class HandoffModule {
-  constructor(phases: ShutdownPhases, handoff: EmbeddingHandoff) {
-    if (handoff.enabled) phases.on('hand-off', 'staged embeddings', () => handoff.drain());
+  constructor(phases: ShutdownPhases, handoff: EmbeddingHandoff, router: OwnerRouter) {
+    if (!handoff.enabled) return;
+    // Calls for an embedding handed to the store are taken over here (owner routing).
+    router.useStoredOwners(handoff);
+    phases.on('hand-off', 'staged embeddings', () => handoff.drain());
   }
 }

@@ -1,4 +1,5 @@
 import { Clock } from '../common/clock';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { loadConfig } from '../config/config.loader';
 import { ReqStateStore } from './req-state.store';
 import { stagedEmbedding } from './testing';
@@ -6,12 +7,14 @@ import { StagingSlab } from '../encoder/backend/staging-slab';
 
 describe('ReqStateStore', () => {
   let store: ReqStateStore;
+  let events: LifecycleEvents;
   const embedding = stagedEmbedding;
 
   beforeEach(() => {
     jest.useFakeTimers();
     const { config } = loadConfig({ EPD_STAGING_MAX_BYTES: '1000', EPD_SEND_TIMEOUT_MS: '5000' });
-    store = new ReqStateStore(config, new Clock());
+    events = new LifecycleEvents();
+    store = new ReqStateStore(config, new Clock(), events);
   });
   afterEach(() => jest.useRealTimers());
 
@@ -56,7 +59,7 @@ describe('ReqStateStore', () => {
 
   it('tells its listener when a deferred release is applied (the metadata goes then), and not for an immediate one', () => {
     const applied: string[] = [];
-    store.onDeferredReleaseApplied((id) => applied.push(id));
+    events.on('release.deferred-applied', (id) => applied.push(id));
     const s = store.begin('a', 'image', 0, 1);
     expect(store.release('a')).toBe('deferred');
     expect(applied).toEqual([]);
@@ -68,18 +71,18 @@ describe('ReqStateStore', () => {
   });
 
   it('tells every listener, not only the last one added; a listener that throws stops none of the others', () => {
-    // Reproduced: onEnded and onDeferredReleaseApplied kept one listener each, so a second
-    // registration (a feature added later) silently dropped the first (the handoff's
-    // deletion of taken-over objects, or the lifecycle's metadata discard).
+    // Reproduced: onEnded and onDeferredReleaseApplied (now these two events) kept one
+    // listener each, so a second registration (a feature added later) silently dropped the
+    // first (the handoff's deletion of taken-over objects, or the lifecycle's discard).
     const ended: string[] = [];
     const applied: string[] = [];
-    store.onEnded((id, reason) => ended.push(`first ${id} ${reason}`));
-    store.onEnded(() => {
+    events.on('request.ended', (id, reason) => ended.push(`first ${id} ${reason}`));
+    events.on('request.ended', () => {
       throw new Error('a broken listener');
     });
-    const removeThird = store.onEnded((id) => ended.push(`third ${id}`));
-    store.onDeferredReleaseApplied((id) => applied.push(`first ${id}`));
-    store.onDeferredReleaseApplied((id) => applied.push(`second ${id}`));
+    const removeThird = events.on('request.ended', (id) => ended.push(`third ${id}`));
+    events.on('release.deferred-applied', (id) => applied.push(`first ${id}`));
+    events.on('release.deferred-applied', (id) => applied.push(`second ${id}`));
     const s = store.begin('a', 'image', 0, 1);
     expect(store.release('a')).toBe('deferred');
     store.finishEncode(s);
@@ -130,7 +133,7 @@ describe('ReqStateStore', () => {
 
   it('adopts a handed-off embedding as staged, with its receive_count and acked destinations', () => {
     const ended: string[] = [];
-    store.onEnded((reqId, why) => ended.push(`${reqId}:${why}`));
+    events.on('request.ended', (reqId, why) => ended.push(`${reqId}:${why}`));
     const s = store.adopt('h', 'image', 0, 1, embedding(400), 2, [{ host: '10.0.0.1', port: 9 }]);
     expect(s.phase).toBe('staged');
     expect(s.origin).toBe('object_store');
@@ -153,7 +156,7 @@ describe('ReqStateStore', () => {
 
   it('hands a state off without a release: its bytes return, and the req_id is not remembered as released', () => {
     const ended: string[] = [];
-    store.onEnded((reqId) => ended.push(reqId));
+    events.on('request.ended', (reqId) => ended.push(reqId));
     const s = store.begin('o', 'image', 0, 1);
     store.reserve(s, 400);
     store.stage(s, embedding(400));

@@ -6,7 +6,7 @@ import { AppConfig } from '../config/app-config';
 import type { Modality } from '../common/kernel';
 import type { Endpoint } from '../transfer/embedding-transport';
 import { ReqState, type Destination, type ReleaseReason, type StagedEmbedding } from './req-state';
-import { Listeners } from '../common/listeners';
+import { LifecycleEvents } from '../common/lifecycle-events';
 
 export { ReqState } from './req-state';
 export type { Destination, ReqPhase, StagedEmbedding } from './req-state';
@@ -89,18 +89,11 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
   private usedBytes = 0;
   /** States freed, by reason (epd_encoder_releases_total). */
   readonly releases: Record<ReleaseReason, number> = { ack: 0, explicit: 0, ttl: 0, error: 0 };
-  /** Told the req_id when a release that was deferred (behind an encode or a send) is applied. */
-  private readonly deferredApplied = new Listeners<[reqId: string]>((err) =>
-    this.logger.error({ err }, 'a deferred-release listener failed'),
-  );
-  /** Told each req_id whose state ended (released, expired, failed), once. */
-  private readonly ended = new Listeners<[reqId: string, reason: ReleaseReason]>((err) =>
-    this.logger.error({ err }, 'a request-ended listener failed'),
-  );
-
   constructor(
     private readonly config: AppConfig,
     private readonly clock: Clock,
+    /** Told `request.ended` and `release.deferred-applied`. */
+    private readonly events: LifecycleEvents,
   ) {}
 
   onModuleInit(): void {
@@ -243,16 +236,6 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
     if (state.fail(dest, error, this.clock.now())) this.applyDeferred(state);
   }
 
-  /** `listener` learns each req_id whose deferred release was applied (any number; returns the removal). */
-  onDeferredReleaseApplied(listener: (reqId: string) => void): () => void {
-    return this.deferredApplied.add(listener);
-  }
-
-  /** `listener` learns each req_id whose state ended, and why (any number; returns the removal). */
-  onEnded(listener: (reqId: string, reason: ReleaseReason) => void): () => void {
-    return this.ended.add(listener);
-  }
-
   /**
    * A staged embedding another instance handed to the cluster (the object store tier),
    * staged here as if encoded here: its receive_count, and the destinations that already
@@ -300,7 +283,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
 
   private applyDeferred(state: ReqState): void {
     this.end(state, state.releaseReason);
-    this.deferredApplied.emit(state.reqId);
+    this.events.emit('release.deferred-applied', state.reqId);
   }
 
   /**
@@ -358,7 +341,7 @@ export class ReqStateStore implements OnModuleInit, OnModuleDestroy, LocalReqIds
     this.states.delete(state.reqId);
     this.releases[reason]++;
     this.usedBytes -= state.end();
-    this.ended.emit(state.reqId, reason);
+    this.events.emit('request.ended', state.reqId, reason);
     boundedSet(
       this.recentlyReleased,
       state.reqId,

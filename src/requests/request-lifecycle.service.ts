@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { ReqStateStore, type ReleaseOutcome } from './req-state.store';
 
@@ -17,8 +18,9 @@ export class RequestLifecycle {
   constructor(
     private readonly states: ReqStateStore,
     private readonly registry: MetaRegistry,
+    events: LifecycleEvents,
   ) {
-    states.onDeferredReleaseApplied((reqId) => {
+    events.on('release.deferred-applied', (reqId) => {
       this.dropMetadata(reqId).catch((err: unknown) =>
         this.logger.warn(
           { req_id: reqId, err },
