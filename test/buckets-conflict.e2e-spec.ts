@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sharedNatsUrl } from './support/app';
 import { freshBucket } from './support/kv-registry';
-import { MAIN } from './support/service-process';
+import { runServiceToExit } from './support/service-process';
 
 /**
  * Before, only the metadata and object store buckets checked their settings: a roster or
@@ -26,33 +25,20 @@ describe('every shared bucket refuses conflicting settings (e2e, the built servi
     await nc.close();
   });
 
-  /** Runs the service on `kvBucket` to its exit (bounded at 60 s): code and stderr. */
-  const runToExit = (kvBucket: string, env: Record<string, string>) =>
-    new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
-      const proc = spawn(process.execPath, [MAIN], {
-        env: {
-          ...process.env,
-          EPD_NATS_URL: sharedNatsUrl(),
-          EPD_HTTP_PORT: '0',
-          EPD_SUBJECT_PREFIX: `${kvBucket}x`,
-          EPD_REGISTRY_STORE: 'jetstream',
-          EPD_KV_BUCKET: kvBucket,
-          EPD_LOG_LEVEL: 'error',
-          ...env,
-        },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let stderr = '';
-      proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-      const timer = setTimeout(() => {
-        proc.kill('SIGKILL');
-        reject(new Error(`the service did not exit:\n${stderr}`));
-      }, 60_000);
-      proc.once('exit', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stderr });
-      });
-    });
+  /** Runs the service on `kvBucket` to its exit (in the test configuration): code and output. */
+  const runToExit = async (kvBucket: string, env: Record<string, string>) => {
+    const { code, out } = await runServiceToExit(
+      {
+        EPD_SUBJECT_PREFIX: `${kvBucket}x`,
+        EPD_REGISTRY_STORE: 'jetstream',
+        EPD_KV_BUCKET: kvBucket,
+        EPD_LOG_LEVEL: 'error',
+        ...env,
+      },
+      true,
+    );
+    return { code, stderr: out };
+  };
 
   it('the instance roster: another TTL (three heartbeats) is refused, naming EPD_INSTANCE_HEARTBEAT_MS', async () => {
     const bucket = freshBucket('rosterconf');

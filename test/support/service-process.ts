@@ -205,14 +205,18 @@ export async function serviceWithClient(env: Record<string, string> = {}): Promi
 /**
  * Runs the built service, meant not to start, to its exit: exit code and output. Neither
  * the test configuration (NODE_ENV=test) nor an inherited EPD_ALLOW_REFERENCE_MODEL
- * applies; a service still running after 30 s is killed by its PID and the call fails.
+ * applies, unless `testConfig` (a refusal that is not about the model); a service still
+ * running after 30 s is killed by its PID and the call fails.
  */
 export function runServiceToExit(
   env: Record<string, string>,
+  testConfig = false,
 ): Promise<{ code: number | null; out: string }> {
   const base = { ...process.env };
-  delete base.NODE_ENV; // not the test configuration, which allows the stand-in
-  delete base.EPD_ALLOW_REFERENCE_MODEL;
+  if (!testConfig) {
+    delete base.NODE_ENV; // not the test configuration, which allows the stand-in
+    delete base.EPD_ALLOW_REFERENCE_MODEL;
+  }
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, [MAIN], {
       env: {
