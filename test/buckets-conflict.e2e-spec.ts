@@ -1,5 +1,6 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
+import { Objm, StorageType } from '@nats-io/obj';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { sharedNatsUrl } from './support/app';
 import { freshBucket } from './support/kv-registry';
@@ -14,6 +15,8 @@ import { runServiceToExit } from './support/service-process';
  * that differs and the environment variables that decide it.
  */
 describe('every shared bucket refuses conflicting settings (e2e, the built service)', () => {
+  // The metadata bucket's own case: registry-shared.e2e-spec.ts; the cache's object
+  // bucket's: object-store.e2e-spec.ts. Here the three others.
   let nc: NatsConnection;
   const made: string[] = [];
   beforeAll(async () => {
@@ -73,5 +76,32 @@ describe('every shared bucket refuses conflicting settings (e2e, the built servi
     expect(stderr).toContain(`epd-encoder: KV bucket ${bucket}_claims exists with other settings`);
     expect(stderr).toContain('history 5, want 1');
     expect(stderr).toContain('EPD_CACHE_MAX_CLAIMS');
+  }, 90_000);
+
+  it("the handoff's staged bucket: another max age (EPD_SEND_TIMEOUT_MS) is refused", async () => {
+    const bucket = freshBucket('stagedconf');
+    const obj = freshBucket('stagedobj');
+    const maxBytes = 64 * 1024 * 1024;
+    made.push(`KV_${bucket}`, `KV_${bucket}_instances`, `KV_${bucket}_claims`);
+    made.push(`OBJ_${obj}`, `OBJ_${obj}_staged`);
+    // As instances with EPD_SEND_TIMEOUT_MS=60000 made it; this one has the default 180 s.
+    await new Objm(nc).create(`${obj}_staged`, {
+      storage: StorageType.File,
+      replicas: 1,
+      max_bytes: maxBytes,
+      ttl: 60_000 * 1e6,
+    });
+    const { code, stderr } = await runToExit(bucket, {
+      EPD_CACHE_MAX_BYTES: String(16 * 1024 * 1024),
+      EPD_CACHE_STORE: 'jetstream',
+      EPD_OBJ_BUCKET: obj,
+      EPD_OBJ_MAX_BYTES: String(maxBytes),
+    });
+    expect(code).toBe(78);
+    expect(stderr).toContain(
+      `epd-encoder: object store bucket ${obj}_staged exists with other settings (maxAgeMs 60000, want 180000)`,
+    );
+    expect(stderr).toContain('EPD_SEND_TIMEOUT_MS');
+    expect(stderr).toContain('delete the bucket or use another EPD_OBJ_BUCKET');
   }, 90_000);
 });

@@ -1,5 +1,5 @@
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
-import { StoreConfigError, untilOpen } from './bucket-settings';
+import { BUCKET_BACKOFF, StoreConfigError, untilOpen } from './bucket-settings';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { backoffMs, sleep } from '../common/backoff';
 import { Clock } from '../common/clock';
@@ -174,7 +174,7 @@ export class BucketKeeper implements OnApplicationShutdown {
         return;
       } catch (err) {
         k.lastError = (err as Error).message;
-        const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
+        const delay = backoffMs(attempt, BUCKET_BACKOFF);
         if (attempt === 1) {
           this.logger.warn(
             { bucket: name, err: k.lastError },

@@ -8,6 +8,12 @@ import { backoffMs, sleep } from '../common/backoff';
 /** A bucket that cannot be used with this configuration: the process refuses to start (78). */
 export class StoreConfigError extends Error {}
 
+/**
+ * The one backoff of every bucket's open and recreation: 200 ms doubling to 5 s, half
+ * jitter (NATS may be up before JetStream, or not yet at all).
+ */
+export const BUCKET_BACKOFF = { baseMs: 200, maxMs: 5_000, jitter: 0.5 } as const;
+
 /** The bound of one JetStream API call made while opening a bucket. */
 const API_TIMEOUT_MS = 5_000;
 
@@ -163,8 +169,7 @@ export async function openObjectBucket(
 }
 
 /**
- * Runs `open` until it succeeds, with one backoff for every bucket (200 ms doubling to
- * 5 s, half jitter): NATS may be up before JetStream, or not yet at all. A
+ * Runs `open` until it succeeds, with BUCKET_BACKOFF between attempts. A
  * StoreConfigError is final and thrown; `undefined` once `signal` aborts (shutdown).
  */
 export async function untilOpen<T>(
@@ -177,7 +182,7 @@ export async function untilOpen<T>(
     } catch (err) {
       if (err instanceof StoreConfigError) throw err;
       if (what.signal.aborted) return undefined;
-      const delay = backoffMs(attempt, { baseMs: 200, maxMs: 5_000, jitter: 0.5 });
+      const delay = backoffMs(attempt, BUCKET_BACKOFF);
       what.logger.warn(
         { bucket: what.bucket, err: (err as Error).message, retryInMs: delay },
         'cannot open the bucket yet; retrying',
