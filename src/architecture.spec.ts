@@ -213,6 +213,23 @@ describe('architecture', () => {
     expect(of('const rank = this.role.rank;')).toEqual([]);
     expect(branchingOnRole(['src/x/x.module.ts'], () => 'role.worker ? A : B')).toEqual([]);
   });
+  it('only modules and factories construct an adapter (a class that implements a port); the services still doing so only leave the list', () => {
+    const constructing = constructingAdapters(files);
+    expect(constructing.filter((f) => !ADAPTER_CONSTRUCTION_TO_MOVE.has(f))).toEqual([]);
+    expect([...ADAPTER_CONSTRUCTION_TO_MOVE].filter((f) => !constructing.includes(f))).toEqual([]);
+    // The check sees what it is for: a port's implementation made in a service, not in a
+    // module or a factory, and not any other class.
+    const sources: Record<string, string> = {
+      'src/x/port.ts': 'export abstract class Port {}',
+      'src/x/impl.ts': 'export class Impl extends Port {}',
+      'src/x/other.ts': 'export class Other {}',
+      'src/x/user.service.ts': 'this.p = new Impl(a); this.o = new Other();',
+      'src/x/x.module.ts': 'useFactory: () => new Impl(a)',
+    };
+    expect(constructingAdapters(Object.keys(sources), (f) => sources[f]!)).toEqual([
+      'src/x/user.service.ts',
+    ]);
+  });
 });
 
 /**
@@ -253,4 +270,39 @@ function readingWallClock(
 ): string[] {
   const code = (t: string) => t.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
   return files.filter((f) => !allowed.test(f) && /\bDate\.now\b|\bnew Clock\(/.test(code(text(f))));
+}
+
+/**
+ * Services that still construct a port's implementation themselves (issue "Architecture,
+ * third step": EncodeCache picks and makes its claims, the DP supervisor its memory
+ * claims); a file leaves the list when a module or factory provides it instead.
+ */
+const ADAPTER_CONSTRUCTION_TO_MOVE = new Set([
+  'src/cache/encode-cache.service.ts',
+  'src/dispatch/worker-supervisor.service.ts',
+]);
+
+/**
+ * Files, but modules, factories (`*.providers.ts`), test helpers (`testing.ts`) and the
+ * entry points, that construct a class extending one of src's abstract classes (a port).
+ */
+function constructingAdapters(
+  files: string[],
+  text: (f: string) => string = (f) => readFileSync(join(ROOT, f), 'utf8'),
+): string[] {
+  const code = (t: string) => t.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+  const sources = new Map(files.map((f) => [f, code(text(f))]));
+  const ports = new Set<string>();
+  for (const t of sources.values())
+    for (const m of t.matchAll(/export abstract class (\w+)/g)) ports.add(m[1]!);
+  const adapters = new Set<string>();
+  for (const t of sources.values())
+    for (const m of t.matchAll(/export class (\w+) extends (\w+)/g))
+      if (ports.has(m[2]!)) adapters.add(m[1]!);
+  const allowed = /\.module\.ts$|\.providers\.ts$|testing\.ts$|^src\/(main|bootstrap)\.ts$/;
+  return files.filter(
+    (f) =>
+      !allowed.test(f) &&
+      [...sources.get(f)!.matchAll(/\bnew (\w+)\(/g)].some((m) => adapters.has(m[1]!)),
+  );
 }
