@@ -274,13 +274,10 @@ function readingWallClock(
 
 /**
  * Services that still construct a port's implementation themselves (issue "Architecture,
- * third step": EncodeCache picks and makes its claims, the DP supervisor its memory
- * claims); a file leaves the list when a module or factory provides it instead.
+ * third step": the DP supervisor makes its memory claims; EncodeCache's claims come from
+ * claims.providers.ts now); a file leaves the list when a module or factory provides it.
  */
-const ADAPTER_CONSTRUCTION_TO_MOVE = new Set([
-  'src/cache/encode-cache.service.ts',
-  'src/dispatch/worker-supervisor.service.ts',
-]);
+const ADAPTER_CONSTRUCTION_TO_MOVE = new Set(['src/dispatch/worker-supervisor.service.ts']);
 
 /**
  * Files, but modules, factories (`*.providers.ts`), test helpers (`testing.ts`) and the

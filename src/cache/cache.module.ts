@@ -7,6 +7,7 @@ import { EncodeCache, type ClusterView } from './encode-cache.service';
 import type { CacheStats } from './embedding-cache';
 import { EncodeFlights } from './encode-flights.service';
 import { ObjectTier } from './object-tier';
+import { CLAIMS_PROVIDERS } from './claims.providers';
 import type { IpcTopic } from '../transport/ipc-topics';
 
 /** A DP worker's cache, for its supervisor's GET / DELETE /admin/cache. */
@@ -33,7 +34,14 @@ class CacheReports implements OnModuleInit {
 @Module({
   imports: [MetaRegistryModule],
   controllers: [CacheController],
-  providers: [EncodeCache, EncodeFlights, ObjectTier, CacheMetrics, CacheReports],
+  providers: [
+    ...CLAIMS_PROVIDERS,
+    EncodeCache,
+    EncodeFlights,
+    ObjectTier,
+    CacheMetrics,
+    CacheReports,
+  ],
   exports: [EncodeCache, EncodeFlights, ObjectTier],
 })
 export class CacheModule {}

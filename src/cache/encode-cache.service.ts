@@ -1,4 +1,3 @@
-import { BucketKeeper } from '../jetstream/bucket-keeper';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -14,15 +13,14 @@ import { visionModelsOf, type VisionModelSpec } from '../config/model-dir';
 import { DEFAULT_GEOMETRY } from '../common/vision-geometry';
 import { ProcessRole } from '../config/process-role';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
-import { ParentLink } from '../transport/parent-link';
+import { NatsConnectionService } from '../transport/nats-connection.service';
 import { cacheFetchSubject } from '../transport/subjects';
 import { cacheUnits, hintKeys, type CacheUnit, type Fingerprint } from './cache-keys';
 import { CachePeer, PeerUnusable } from './cache-peer';
 import { CacheClaims, type ClaimRecord } from './claims';
 import { EmbeddingCache, type CacheEntry, type Flight } from './embedding-cache';
-import { KvClaims } from './kv-claims';
 import type { ObjectTier } from './object-tier';
-import { ParentClaims } from './parent-claims';
+import { ClusterClaims } from './claims.providers';
 
 /** What the cache says about one unit of a request. */
 export type Acquired =
@@ -92,8 +90,8 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly config: AppConfig,
     private readonly clock: Clock,
     private readonly registry: MetaRegistry,
-    private readonly buckets: BucketKeeper,
-    link: ParentLink,
+    private readonly nats: NatsConnectionService,
+    private readonly cluster: ClusterClaims,
     role: ProcessRole,
   ) {
     this.specs = new Map(visionModelsOf(config.encoder).map((m) => [m.path, m]));
@@ -104,19 +102,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
       role.worker ? role.rank : undefined,
     );
     if (!this.store.enabled) return;
-    if (config.registry.store === 'jetstream') {
-      this.claims = new KvClaims(
-        buckets,
-        `${config.registry.kvBucket}_claims`,
-        {
-          replicas: config.registry.kvReplicas,
-          maxClaims: config.cache.maxClaims,
-        },
-        clock,
-      );
-    } else if (link.channel) {
-      this.claims = new ParentClaims(link.channel);
-    }
+    this.claims = cluster.claims;
     if (this.claims) this.peer = new CachePeer(this.store, config.cache.leaseMs, clock);
   }
 
@@ -127,11 +113,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   /** Single flight across processes, for GET /admin/cache. */
   clusterView(): ClusterView {
     return {
-      claims: this.claims
-        ? this.claims instanceof KvClaims
-          ? 'jetstream'
-          : 'dp_supervisor'
-        : 'in_process',
+      claims: this.claims ? this.cluster.kind : 'in_process',
       lease_ms: this.config.cache.leaseMs,
       claims_in_flight: this.owned.size,
       claims_cached_here: this.pointers.size,
@@ -151,7 +133,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   private async startPeer(peer: CachePeer): Promise<void> {
     let nc: NatsConnection;
     try {
-      nc = await this.buckets.nats.connection();
+      nc = await this.nats.connection();
     } catch {
       return; // shut down before NATS was ever reached
     }
@@ -350,7 +332,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     reqId: string,
   ): Promise<void> {
     try {
-      const nc = await this.buckets.nats.connection();
+      const nc = await this.nats.connection();
       const entry = await this.peer!.fetch(nc, record.at, key, deadline, (tokens) =>
         flight.plan(tokens),
       );

@@ -22,6 +22,7 @@ import { EncodeScheduler } from '../scheduler/encode-scheduler.service';
 import { parseEncodeRequest } from '../encode-request.schema';
 import { DEFAULT_GEOMETRY, patchDim } from '../../common/vision-geometry';
 import { EncodeAdmission } from './encode-admission.service';
+import { ClusterClaims } from '../../cache/claims.providers';
 import { ADMISSION_PROVIDERS } from './admission.providers';
 import { EncodeStages } from './encode-stages.service';
 import { EncoderMetrics } from './encoder.metrics';
@@ -152,6 +153,7 @@ async function wire(
       // The memory store, one process: the cache's single flight is in-process (no NATS).
       { provide: NatsConnectionService, useValue: {} },
       { provide: BucketKeeper, useValue: { nats: {}, keep: () => undefined } },
+      { provide: ClusterClaims, useValue: new ClusterClaims('in_process') },
       {
         provide: DeliveryService,
         useValue: {
