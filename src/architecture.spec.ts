@@ -273,11 +273,11 @@ function readingWallClock(
 }
 
 /**
- * Services that still construct a port's implementation themselves (issue "Architecture,
- * third step": the DP supervisor makes its memory claims; EncodeCache's claims come from
- * claims.providers.ts now); a file leaves the list when a module or factory provides it.
+ * Services that still construct a port's implementation themselves: none now (EncodeCache
+ * and the DP supervisor made their cache claims until claims.providers.ts and
+ * worker-claims.providers.ts did). A file joins it only with a reason.
  */
-const ADAPTER_CONSTRUCTION_TO_MOVE = new Set(['src/dispatch/worker-supervisor.service.ts']);
+const ADAPTER_CONSTRUCTION_TO_MOVE = new Set<string>([]);
 
 /**
  * Files, but modules, factories (`*.providers.ts`), test helpers (`testing.ts`) and the

@@ -17,6 +17,7 @@ import { DpProfileControl } from './dp-profile-control';
 import { WorkersHealth } from './workers.health';
 import { WorkerSupervisor } from './worker-supervisor.service';
 import { DpLoad } from './dp-load';
+import { WORKER_CLAIMS_PROVIDERS } from './worker-claims.providers';
 import { LoadSource } from '../common/load';
 
 /**
@@ -29,6 +30,7 @@ import { LoadSource } from '../common/load';
   imports: [MetaRegistryModule, RequestsModule],
   controllers: [EncoderController, DispatchAdminController, ProfilingController],
   providers: [
+    ...WORKER_CLAIMS_PROVIDERS,
     WorkerSupervisor,
     DpDispatcher,
     DispatchMetrics,

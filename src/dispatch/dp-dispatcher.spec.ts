@@ -7,6 +7,7 @@ import { ReqStateStore } from '../requests/req-state.store';
 import type { IpcChannel } from '../transport/ipc-channel';
 import type { IpcCall } from '../transport/ipc-rpc.server';
 import { DpDispatcher, mergeRankAnswers } from './dp-dispatcher.service';
+import { WorkerClaims } from './worker-claims.providers';
 import { WorkerSupervisor, threadPlan } from './worker-supervisor.service';
 import type { EncodeRequest } from '../encoder/encode-request.schema';
 
@@ -37,7 +38,7 @@ function setup(maxPending = 2, env: Record<string, string> = {}) {
     EPD_SUBJECT_PREFIX: 'p',
   });
   const clock = new Clock();
-  const supervisor = new WorkerSupervisor(config, registry, clock, store);
+  const supervisor = new WorkerSupervisor(config, registry, clock, store, new WorkerClaims());
   const forwarder = new FakeChannels();
   for (const r of supervisor.ranks) {
     r.child = {} as ChildProcess;

@@ -18,7 +18,8 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { isErrorMeta } from '../meta-registry/meta.schema';
 import { MetaStore } from '../meta-registry/meta-store';
 import type { MirrorMessage } from '../meta-registry/parent-mirrored-store';
-import { MemoryClaims, serveClaimCall } from '../cache/claims';
+import { serveClaimCall, type MemoryClaims } from '../cache/claims';
+import { WorkerClaims } from './worker-claims.providers';
 import { HeldIndex } from './held-index';
 import { IpcChannel } from '../transport/ipc-channel';
 import type { IpcReportTopic, IpcTopics } from '../transport/ipc-topics';
@@ -124,13 +125,12 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     private readonly registry: MetaRegistry,
     private readonly clock: Clock,
     private readonly store: MetaStore,
+    workerClaims: WorkerClaims,
   ) {
     this.ranks = Array.from({ length: config.encoder.dpSize }, (_, r) => new Rank(r));
     this.held = new HeldIndex(config.timeouts.sendTimeoutMs);
     // The workers' cache claims, when no shared bucket holds them: one owner per key across ranks.
-    if (config.cache.maxBytes > 0 && config.registry.store === 'memory') {
-      this.claims = new MemoryClaims(config.cache.maxClaims, () => clock.now());
-    }
+    this.claims = workerClaims.claims;
     // The pod's CPU limit, not the node's cores: threads beyond the quota are only throttled.
     this.plan = threadPlan(config.encoder.dpSize, usableCpus(), process.env);
   }
