@@ -256,9 +256,8 @@ function branchingOnRole(
   text: (f: string) => string = (f) => readFileSync(join(ROOT, f), 'utf8'),
 ): string[] {
   const root = /\.module\.ts$|^src\/(main|bootstrap)\.ts$|^src\/config\/process-role\.ts$/;
-  const code = (t: string) => t.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
   return files.filter(
-    (f) => !root.test(f) && /\brole\.(worker|supervisor|single)\b/.test(code(text(f))),
+    (f) => !root.test(f) && /\brole\.(worker|supervisor|single)\b/.test(withoutComments(text(f))),
   );
 }
 
@@ -268,8 +267,9 @@ function readingWallClock(
   allowed: RegExp,
   text: (f: string) => string = (f) => readFileSync(join(ROOT, f), 'utf8'),
 ): string[] {
-  const code = (t: string) => t.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
-  return files.filter((f) => !allowed.test(f) && /\bDate\.now\b|\bnew Clock\(/.test(code(text(f))));
+  return files.filter(
+    (f) => !allowed.test(f) && /\bDate\.now\b|\bnew Clock\(/.test(withoutComments(text(f))),
+  );
 }
 
 /**
@@ -287,8 +287,7 @@ function constructingAdapters(
   files: string[],
   text: (f: string) => string = (f) => readFileSync(join(ROOT, f), 'utf8'),
 ): string[] {
-  const code = (t: string) => t.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
-  const sources = new Map(files.map((f) => [f, code(text(f))]));
+  const sources = new Map(files.map((f) => [f, withoutComments(text(f))]));
   const ports = new Set<string>();
   for (const t of sources.values())
     for (const m of t.matchAll(/export abstract class (\w+)/g)) ports.add(m[1]!);
@@ -302,4 +301,9 @@ function constructingAdapters(
       !allowed.test(f) &&
       [...sources.get(f)!.matchAll(/\bnew (\w+)\(/g)].some((m) => adapters.has(m[1]!)),
   );
+}
+
+/** Source text without its comments, for the checks above (they read code, not prose). */
+function withoutComments(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
 }

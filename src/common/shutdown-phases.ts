@@ -58,7 +58,7 @@ export class ShutdownPhases implements BeforeApplicationShutdown {
     this.steps.set(phase, steps);
   }
 
-  /** Each phase with the names of its steps, in order (the admin view and tests). */
+  /** Each phase with the names of its steps, in order (what a test reads of the plan). */
   view(): { phase: ShutdownPhase; steps: string[] }[] {
     return SHUTDOWN_PHASES.map((phase) => ({
       phase,

@@ -1,5 +1,5 @@
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
-import { BUCKET_BACKOFF, StoreConfigError, untilOpen } from './bucket-settings';
+import { BUCKET_BACKOFF, StoreConfigError, streamNotFound, untilOpen } from './bucket-settings';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { backoffMs, sleep } from '../common/backoff';
 import { Clock } from '../common/clock';
@@ -56,8 +56,9 @@ export class BucketKeeper implements OnApplicationShutdown {
   private readonly stopping = new AbortController();
   private jsm?: Promise<JetStreamManager>;
   private sweeper?: NodeJS.Timeout;
-  private refusal?: StoreConfigError;
-  private readonly refusals = new Set<(err: StoreConfigError) => void>();
+  /** The first bucket found with conflicting settings (a promise settles once: the first wins). */
+  private refuseWith!: (err: StoreConfigError) => void;
+  private readonly refusal = new Promise<StoreConfigError>((r) => (this.refuseWith = r));
 
   constructor(
     /** The connection the buckets are reached over (their users take it from here). */
@@ -83,10 +84,7 @@ export class BucketKeeper implements OnApplicationShutdown {
 
   /** A bucket exists with settings that conflict with ours: the process must not serve. */
   refuse(err: StoreConfigError): void {
-    if (this.refusal) return;
-    this.refusal = err;
-    for (const listener of this.refusals) listener(err);
-    this.refusals.clear();
+    this.refuseWith(err);
   }
 
   /**
@@ -94,8 +92,7 @@ export class BucketKeeper implements OnApplicationShutdown {
    * bucket agrees): main.ts exits 78 with its message. Any of the five buckets.
    */
   refused(): Promise<StoreConfigError> {
-    if (this.refusal) return Promise.resolve(this.refusal);
-    return new Promise((resolve) => this.refusals.add(resolve));
+    return this.refusal;
   }
 
   /** `recreate`: makes the bucket again with this service's settings and reopens handles. */
@@ -151,7 +148,7 @@ export class BucketKeeper implements OnApplicationShutdown {
       )
       .then(
         () => false,
-        (err: Error) => /stream not found/i.test(err.message),
+        (err: unknown) => streamNotFound(err),
       );
     if (!gone || k.missing) return gone;
     k.missing = true;

@@ -1,5 +1,10 @@
 import type { Logger } from '@nestjs/common';
-import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  jetstream,
+  jetstreamManager,
+  type JetStreamManager,
+  type StreamInfo,
+} from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { Objm, StorageType } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -44,12 +49,25 @@ export interface KvBucketSpec {
   what: string;
 }
 
+/** Whether `err` is JetStream's answer about a stream that does not exist. */
+export function streamNotFound(err: unknown): boolean {
+  return /stream not found/i.test((err as Error).message);
+}
+
+/** Stream `stream`'s info, or undefined when it does not exist (any other error thrown). */
+function streamInfo(jsm: JetStreamManager, stream: string): Promise<StreamInfo | undefined> {
+  return jsm.streams.info(stream).catch((err: unknown) => {
+    if (streamNotFound(err)) return undefined;
+    throw err;
+  });
+}
+
 /**
- * Opens `spec.bucket`, creating it with `spec`'s settings when it is missing; an existing
- * one must have them, or a StoreConfigError names each that differs, the settings that
- * decide them, and the way out. A bucket without its cap was just created, here or by a
- * peer starting at the same moment (between its two steps): it is capped, not taken for a
- * conflicting one. `created`: this call made it.
+ * Opens `spec.bucket`, creating it with `spec`'s settings when it is missing (a peer that
+ * creates it at the same moment wins as well); then it must have them, or a
+ * StoreConfigError names each that differs, the settings that decide them, and the way
+ * out. A bucket without its cap was just created, here or by a peer (between its two
+ * steps): it is capped, not taken for a conflicting one. `created`: this call made it.
  */
 export async function openKvBucket(
   nc: NatsConnection,
@@ -58,55 +76,43 @@ export async function openKvBucket(
   const js = jetstream(nc, { timeout: API_TIMEOUT_MS });
   const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
   const stream = `KV_${spec.bucket}`;
-  const info = () =>
-    jsm.streams.info(stream).catch((err: Error) => {
-      if (/stream not found/i.test(err.message)) return undefined;
-      throw err;
-    });
-  let existing = await info();
+  let info = await streamInfo(jsm, stream);
   let created = false;
-  if (!existing) {
-    try {
-      await new Kvm(js).create(spec.bucket, {
-        history: spec.history,
-        ttl: spec.ttlMs,
-        replicas: spec.replicas,
-      });
-      created = true;
-    } catch (err) {
-      // Made by a peer at the same moment, with other settings: checked below.
-      existing = await info();
-      if (!existing) throw err;
-    }
-  }
-  const current = existing ?? (await info());
-  if (!current) throw new Error(`KV bucket ${spec.bucket} vanished while it was opened`);
-  const c = current.config;
-  const uncapped = spec.maxEntries !== undefined && c.max_msgs === -1;
-  if (existing) {
-    const capped = spec.maxEntries !== undefined;
-    const have: Record<string, number> = {
-      ttlMs: Math.round(c.max_age / 1e6),
-      replicas: c.num_replicas,
-      history: c.max_msgs_per_subject,
-    };
-    const want: Record<string, number> = {
-      ttlMs: spec.ttlMs,
-      replicas: spec.replicas,
-      history: spec.history,
-    };
-    if (capped) {
-      have.maxEntries = uncapped ? spec.maxEntries! : c.max_msgs;
-      want.maxEntries = spec.maxEntries!;
-    }
-    const wrong = settingsMismatch(have, want);
-    if (wrong) {
-      throw new StoreConfigError(
-        `KV bucket ${spec.bucket} exists with other settings (${wrong}): the ${spec.what}'s ` +
-          `${spec.settings} must match every instance sharing it; delete the bucket or use ` +
-          `another EPD_KV_BUCKET`,
+  if (!info) {
+    await new Kvm(js)
+      .create(spec.bucket, { history: spec.history, ttl: spec.ttlMs, replicas: spec.replicas })
+      .then(
+        () => (created = true),
+        async (err: unknown) => {
+          if (!(await streamInfo(jsm, stream))) throw err; // not made by a peer either
+        },
       );
-    }
+    info = await streamInfo(jsm, stream);
+    if (!info) throw new Error(`KV bucket ${spec.bucket} vanished while it was opened`);
+  }
+  const c = info.config;
+  const uncapped = spec.maxEntries !== undefined && c.max_msgs === -1;
+  const have: Record<string, number> = {
+    ttlMs: Math.round(c.max_age / 1e6),
+    replicas: c.num_replicas,
+    history: c.max_msgs_per_subject,
+  };
+  const want: Record<string, number> = {
+    ttlMs: spec.ttlMs,
+    replicas: spec.replicas,
+    history: spec.history,
+  };
+  if (spec.maxEntries !== undefined) {
+    have.maxEntries = uncapped ? spec.maxEntries : c.max_msgs;
+    want.maxEntries = spec.maxEntries;
+  }
+  const wrong = settingsMismatch(have, want);
+  if (wrong) {
+    throw new StoreConfigError(
+      `KV bucket ${spec.bucket} exists with other settings (${wrong}): the ${spec.what}'s ` +
+        `${spec.settings} must match every instance sharing it; delete the bucket or use ` +
+        `another EPD_KV_BUCKET`,
+    );
   }
   if (uncapped) await jsm.streams.update(stream, { ...c, max_msgs: spec.maxEntries });
   // Bound with the stream's own allow_direct: Kvm.open alone binds without it, and every
@@ -138,10 +144,7 @@ export async function openObjectBucket(
   jsm: JetStreamManager,
   spec: ObjectBucketSpec,
 ): Promise<boolean> {
-  const existing = await jsm.streams.info(spec.stream).catch((err: Error) => {
-    if (/stream not found/i.test(err.message)) return undefined;
-    throw err;
-  });
+  const existing = await streamInfo(jsm, spec.stream);
   if (existing) {
     const c = existing.config;
     const have = {

@@ -12,7 +12,7 @@ import type { AppConfig } from '../config/app-config';
 import type { NatsConnectionService } from '../transport/nats-connection.service';
 import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
 import { lostCompareAndSet } from '../jetstream/compare-and-set';
-import { openKvBucket, untilOpen } from '../jetstream/bucket-settings';
+import { openKvBucket, streamNotFound, untilOpen } from '../jetstream/bucket-settings';
 import { MetaStore, type Claim, type StoreStats, type StoredMeta } from './meta-store';
 
 const STORE = 'jetstream';
@@ -233,7 +233,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     if (!this.jsm || this.closed) return false;
     const missing = await this.jsm.streams.info(`KV_${this.bucketName}`).then(
       () => false,
-      (err: Error) => /stream not found/i.test(err.message),
+      (err: unknown) => streamNotFound(err),
     );
     if (!missing || this.recreating) return missing;
     this.logger.warn(
