@@ -18,7 +18,6 @@ const KERNEL = 'common|config|types';
  * (docs/architecture.md, "Buckets"): the list only shrinks.
  */
 const JETSTREAM_CLIENTS_TO_MOVE = [
-  'src/cache/object-tier.ts',
   'src/cache/kv-claims.ts',
   'src/meta-registry/jetstream-meta-store.ts',
   'src/routing/instance-roster.service.ts',

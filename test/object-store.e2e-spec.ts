@@ -184,6 +184,9 @@ describe('object store tier: embeddings that outlive their process (e2e, jetstre
     expect(sha(frames.get(reqId)!)).toBe(expected);
     const handoff = await get<HandoffStats>(b, '/admin/handoff');
     expect(handoff.taken).toBe(2);
+    // The staged bucket's own counters are the handoff's (one admin route), not the cache's.
+    expect(handoff.store).toMatchObject({ bucket: `${objBucket}_staged`, read: 2, corrupt: 0 });
+    expect((await cacheView(b)).object_store).not.toHaveProperty('staged');
 
     // `half` is released on B (taken over there); its object and reqId's are deleted.
     expect((await call(`${prefix}.v1.release`, { req_id: half })).err).toBeUndefined();

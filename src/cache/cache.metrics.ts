@@ -1,13 +1,12 @@
-import { LifecycleEvents } from '../common/lifecycle-events';
 import { Injectable } from '@nestjs/common';
 import { OwnedMetrics } from '../metrics/owned-metrics';
 import { EncodeCache } from './encode-cache.service';
 import { ObjectTier } from './object-tier';
 
-/** The embedding cache, read at scrape time. */
+/** The embedding cache and its second level in the object store, read at scrape time. */
 @Injectable()
 export class CacheMetrics extends OwnedMetrics {
-  constructor(cache: EncodeCache, tier: ObjectTier, events: LifecycleEvents) {
+  constructor(cache: EncodeCache, tier: ObjectTier) {
     super();
     const store = cache.store;
     this.ownTotals('epd_encoder_cache_lookups_total', () => {
@@ -42,12 +41,6 @@ export class CacheMetrics extends OwnedMetrics {
       const { bytes_written, bytes_read } = tier.stats();
       return { written: bytes_written, read: bytes_read };
     });
-    this.ownTotals('epd_encoder_object_store_handoffs_total', () => {
-      const { written, failed, read, deleted } = tier.stats().staged;
-      return { written, failed, taken: read, deleted };
-    });
     this.gauge('epd_encoder_object_store_write_queue', () => tier.stats().queued);
-    const seconds = this.histogram('epd_encoder_object_store_seconds');
-    events.on('object-store.op', (op, s) => seconds.observe({ op }, s));
   }
 }

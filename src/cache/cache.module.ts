@@ -1,4 +1,6 @@
 import { Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import { ShutdownPhases } from '../common/shutdown-phases';
+import { AppConfig } from '../config/app-config';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { ParentLink } from '../transport/parent-link';
 import { CacheController } from './cache.controller';
@@ -44,7 +46,15 @@ class CacheReports implements OnModuleInit {
   ],
   exports: [EncodeCache, EncodeFlights, ObjectTier],
 })
-export class CacheModule {}
+export class CacheModule {
+  constructor(phases: ShutdownPhases, tier: ObjectTier, config: AppConfig) {
+    if (!tier.enabled) return;
+    // What the write queue still holds when the process stops, within EPD_DRAIN_MS.
+    phases.on('flush-cache', 'cached embeddings', (startedAt) =>
+      tier.flushedBy(startedAt + config.shutdown.drainMs),
+    );
+  }
+}
 
 declare module '../transport/ipc-topics' {
   interface IpcTopics {

@@ -1,5 +1,6 @@
 import { Injectable, Logger, type BeforeApplicationShutdown } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
+import { Clock } from './clock';
 
 /**
  * The order a stopping process follows (SIGTERM, SIGINT, SIGHUP), in one place:
@@ -23,6 +24,12 @@ export const SHUTDOWN_PHASES = [
    * embeddings here meanwhile, and the registry still publishes.
    */
   'hand-off',
+  /**
+   * Cached embeddings still queued for the object store are written, in what is left of
+   * EPD_DRAIN_MS since the shutdown began: after the staged ones, which are not cached
+   * anywhere else.
+   */
+  'flush-cache',
   /** Out of the instance roster at once: calls for what is left here fail fast elsewhere. */
   'leave-roster',
   /**
@@ -34,9 +41,12 @@ export const SHUTDOWN_PHASES = [
 
 export type ShutdownPhase = (typeof SHUTDOWN_PHASES)[number];
 
+/** A step: told when (epoch ms) the shutdown began, so that it can keep to a shared budget. */
+type StepRun = (startedAt: number) => Promise<void>;
+
 interface Step {
   name: string;
-  run: () => Promise<void>;
+  run: StepRun;
 }
 
 /**
@@ -51,8 +61,10 @@ export class ShutdownPhases implements BeforeApplicationShutdown {
   private readonly steps = new Map<ShutdownPhase, Step[]>();
   private running?: Promise<void>;
 
+  constructor(private readonly clock: Clock) {}
+
   /** Adds `run`, called `name` in logs, to `phase`. */
-  on(phase: ShutdownPhase, name: string, run: () => Promise<void>): void {
+  on(phase: ShutdownPhase, name: string, run: StepRun): void {
     const steps = this.steps.get(phase) ?? [];
     steps.push({ name, run });
     this.steps.set(phase, steps);
@@ -77,6 +89,7 @@ export class ShutdownPhases implements BeforeApplicationShutdown {
   }
 
   private async runAll(): Promise<void> {
+    const startedAt = this.clock.now();
     for (const phase of SHUTDOWN_PHASES) {
       const steps = this.steps.get(phase) ?? [];
       if (steps.length === 0) continue;
@@ -84,7 +97,7 @@ export class ShutdownPhases implements BeforeApplicationShutdown {
       await Promise.all(
         steps.map((step) =>
           step
-            .run()
+            .run(startedAt)
             .catch((err: unknown) =>
               this.logger.warn(
                 { phase, step: step.name, err: (err as Error).message },

@@ -3,10 +3,9 @@ import { sleep } from '../common/backoff';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
-import { withTimeout } from '../common/timeout';
 import type { Modality } from '../common/kernel';
 import { AppConfig } from '../config/app-config';
-import { ObjectTier } from '../cache/object-tier';
+import { StagedStore, type StagedStoreStats } from './staged-store';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner, StoredMeta } from '../meta-registry/meta-store';
 import { isErrorMeta } from '../meta-registry/meta.schema';
@@ -32,6 +31,8 @@ export interface HandoffStats {
   held: number;
   /** The last drain: how long it took, and how many it wrote. */
   last_drain?: { ms: number; written: number; lost: number };
+  /** The staged bucket: objects written, read, deleted, and their bytes. */
+  store: StagedStoreStats;
 }
 
 /**
@@ -66,19 +67,19 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
   constructor(
     private readonly config: AppConfig,
     private readonly clock: Clock,
-    private readonly tier: ObjectTier,
+    private readonly store: StagedStore,
     private readonly states: ReqStateStore,
     private readonly registry: MetaRegistry,
     private readonly events: LifecycleEvents,
   ) {
-    this.enabled = tier.enabled && config.registry.store === 'jetstream';
+    this.enabled = store.enabled;
   }
 
   onModuleInit(): void {
     if (!this.enabled) return;
     this.events.on('request.ended', (reqId) => {
       if (!this.held.delete(reqId)) return;
-      this.tier
+      this.store
         .release(reqId)
         .catch((err: unknown) =>
           this.logger.warn(
@@ -98,6 +99,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
       lost_claims: this.counters.lostClaims,
       held: this.held.size,
       ...(this.lastDrain ? { last_drain: this.lastDrain } : {}),
+      store: this.store.stats(),
     };
   }
 
@@ -130,17 +132,17 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const claim = await this.registry.claimHanded(reqId, this.registry.self);
     if (!claim.won) return this.takenElsewhere(reqId, claim.now);
     const was = claim.was;
-    const found = await this.tier.takeOver(reqId, deadline).catch(async (err: unknown) => {
+    const found = await this.store.takeOver(reqId, deadline).catch(async (err: unknown) => {
       await this.unclaim(was);
       throw err instanceof MMError
         ? err
-        : Errors.objectStoreUnavailable(this.tier.stagedBucket, (err as Error).message, reqId);
+        : Errors.objectStoreUnavailable(this.store.bucket, (err as Error).message, reqId);
     });
     if (!found) {
       await this.unclaim(was);
       throw Errors.embeddingLost(
         reqId,
-        `handed over, but not in object store ${this.tier.stagedBucket}`,
+        `handed over, but not in object store ${this.store.bucket}`,
       );
     }
     const acked = found.acked.map(parseEndpoint).filter((e): e is Endpoint => e !== undefined);
@@ -203,7 +205,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     const owner = claim.won ? undefined : claim.now?.owner;
     // Taken over by another instance first: the release goes there.
     if (owner && owner.store === undefined && !this.registry.isSelf(owner)) return owner;
-    await this.tier
+    await this.store
       .release(reqId)
       .catch((err: unknown) =>
         this.logger.warn(
@@ -258,17 +260,11 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     await Promise.all(Array.from({ length: DRAIN_CONCURRENCY }, worker));
     await Promise.all(this.sends);
     this.counters.lost += lost;
-    // Cached embeddings still queued for the store get what is left of the budget.
-    await withTimeout(
-      this.tier.flushed(),
-      Math.max(0, until - this.clock.now()),
-      () => new Error('timed out'),
-    ).catch(() => undefined);
     const ms = this.clock.now() - started;
     this.lastDrain = { ms, written, lost };
     if (toHand.length > 0 || lost > 0) {
       this.logger[lost > 0 ? 'warn' : 'log'](
-        { written, lost, ms, bucket: this.tier.stagedBucket },
+        { written, lost, ms, bucket: this.store.bucket },
         lost > 0
           ? `handed ${written} staged embedding(s) to the cluster; ${lost} could not be written within EPD_DRAIN_MS and are lost`
           : `handed ${written} staged embedding(s) to the cluster`,
@@ -304,7 +300,7 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
         const record = await this.registry.get(reqId);
         if (!record || isErrorMeta(record.metadata)) return 'lost';
         const acked = this.ackedOf(state);
-        await this.tier.handOff(
+        await this.store.handOff(
           {
             reqId,
             modality: state.modality,
@@ -328,8 +324,8 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
         }
         if (state.busy || this.ackedOf(state).length !== acked.length) continue;
         const owner: Owner = {
-          instance: `store:${this.tier.stagedBucket}`,
-          store: this.tier.stagedBucket,
+          instance: `store:${this.store.bucket}`,
+          store: this.store.bucket,
         };
         await this.registry.publish(reqId, record.metadata, record.partIdx, owner, until);
         if (state.phase === 'released') {

@@ -1,21 +1,22 @@
 import { Module } from '@nestjs/common';
 import { ShutdownPhases } from '../common/shutdown-phases';
-import { CacheModule } from '../cache/cache.module';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RequestsModule } from '../requests/requests.module';
 import { RoutingModule } from '../routing/routing.module';
 import { EmbeddingHandoff } from './embedding-handoff.service';
 import { OwnerRouter } from '../routing/owner-router.service';
 import { HandoffController } from './handoff.controller';
+import { HandoffMetrics } from './handoff.metrics';
+import { StagedStore } from './staged-store';
 
 /**
- * Staged embeddings handed to the cluster at shutdown through the object store tier, and
- * taken over by whichever instance a later call for them reaches.
+ * Staged embeddings handed to the cluster at shutdown through their own object store
+ * bucket (StagedStore), and taken over by whichever instance a later call for them reaches.
  */
 @Module({
-  imports: [CacheModule, MetaRegistryModule, RequestsModule, RoutingModule],
+  imports: [MetaRegistryModule, RequestsModule, RoutingModule],
   controllers: [HandoffController],
-  providers: [EmbeddingHandoff],
+  providers: [EmbeddingHandoff, StagedStore, HandoffMetrics],
   exports: [EmbeddingHandoff],
 })
 export class HandoffModule {

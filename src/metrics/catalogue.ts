@@ -523,7 +523,7 @@ export const METRICS = spec({
   },
   epd_encoder_object_store_bytes_total: {
     type: 'counter',
-    help: 'Embedding bytes moved to (written) and from (read) the object store',
+    help: "Cached embedding bytes moved to (written) and from (read) the object store (the staged bucket's: GET /admin/handoff)",
     labels: ['direction'],
     sglang: 'none',
     only: 'EPD_CACHE_STORE=jetstream',

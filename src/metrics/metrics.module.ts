@@ -5,6 +5,7 @@ import type { DpRole } from '../config/process-role';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { RoutingModule } from '../routing/routing.module';
 import { DpMetricsController, GuardedMetricsController, WorkerMetricsReporter } from './dp-metrics';
+import { ObjectStoreMetrics } from './object-store.metrics';
 import { RegistryMetrics } from './registry.metrics';
 import { RoutingMetrics } from './routing.metrics';
 import { TransportMetrics } from './transport.metrics';
@@ -63,6 +64,7 @@ export class MetricsModule {
         MetricsSource,
         DashboardService,
         MetricsGuard,
+        ObjectStoreMetrics,
         RegistryMetrics,
         RoutingMetrics,
         TransportMetrics,

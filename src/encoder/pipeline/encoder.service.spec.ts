@@ -33,6 +33,7 @@ import { EncodeCache } from '../../cache/encode-cache.service';
 import { BucketKeeper } from '../../jetstream/bucket-keeper';
 import { EncodeFlights } from '../../cache/encode-flights.service';
 import { ObjectTier } from '../../cache/object-tier';
+import { ObjectBuckets } from '../../jetstream/object-buckets';
 import { EmbeddingEncoder } from './embedding-encoder.service';
 import { EncoderService } from './encoder.service';
 
@@ -153,6 +154,8 @@ async function wire(
       // The memory store, one process: the cache's single flight is in-process (no NATS).
       { provide: NatsConnectionService, useValue: {} },
       { provide: BucketKeeper, useValue: { nats: {}, keep: () => undefined } },
+      // No object store: the cache is in memory only.
+      { provide: ObjectBuckets, useValue: { enabled: false, bucket: () => ({ isOpen: false }) } },
       { provide: ClusterClaims, useValue: new ClusterClaims('in_process') },
       {
         provide: DeliveryService,
