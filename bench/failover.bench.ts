@@ -20,6 +20,7 @@ import { writeFileSync } from 'node:fs';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Clock } from '../src/common/clock';
 import { MMError } from '../src/common/errors/mm-error';
+import { loadConfig } from '../src/config/config.loader';
 import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import type { NatsConnectionService } from '../src/transport/nats-connection.service';
 import { NatsForwarder } from '../src/transport/nats-forwarder';
@@ -163,6 +164,8 @@ async function main(): Promise<void> {
         new NatsForwarder(
           { connection: () => Promise.resolve(nc) } as unknown as NatsConnectionService,
           new Clock(),
+          // Only `toInstance` reads it (the subject prefix); this bench calls `request`.
+          loadConfig({ EPD_SUBJECT_PREFIX: prefix }).config,
         ),
     );
     const nats = async (

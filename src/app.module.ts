@@ -15,6 +15,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { ProfilingModule } from './profiling/profiling.module';
 import { RequestsModule } from './requests/requests.module';
 import { NoLocalRanksModule } from './routing/local-ranks';
+import { NoStoredOwnersModule } from './routing/stored-owners';
 import { SglangModule } from './sglang/sglang.module';
 import { HandoffModule } from './handoff/handoff.module';
 import { ScalingModule } from './scaling/scaling.module';
@@ -55,7 +56,7 @@ export class AppModule {
         // The autoscaling signal, once per instance (a DP worker is part of its supervisor's).
         ...(role === 'worker' ? [] : [ScalingModule.for(encoderSide)]),
         // Staged embeddings that outlive the process (EPD_CACHE_STORE=jetstream): one process only.
-        ...(role === 'single' ? [HandoffModule] : []),
+        ...(role === 'single' ? [HandoffModule] : [NoStoredOwnersModule]),
         // vLLM's encode-instance face reads this process's staged embeddings: one process only.
         ...(role === 'single' ? [VllmModule] : []),
       ],

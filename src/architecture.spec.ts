@@ -38,18 +38,36 @@ describe('module boundaries', () => {
       /client-imports-no-nest: src\/client\/bad\.ts/,
       /worker-threads-load-no-zod: src\/encoder\/backend\/heavy\.worker\.ts/,
       /jetstream-clients-in-jetstream-only: src\/brand-new-feature\/kv\.ts/,
+      /nats-clients-in-transport-only: src\/brand-new-feature\/nats\.ts/,
     ]) {
       expect(r.stdout).toMatch(line);
     }
+    // A NATS type named with `import type` is not a use of the client: one violation only.
+    expect(
+      r.stdout.match(/nats-clients-in-transport-only: src\/brand-new-feature\/nats\.ts/g),
+    ).toHaveLength(1);
   });
 
-  it("the JetStream rule's exceptions only shrink: each listed file still imports a JetStream client", () => {
+  it("the NATS rules' exceptions only shrink: each listed file still imports what it is listed for", () => {
     const config = readFileSync(join(ROOT, '.dependency-cruiser.cjs'), 'utf8');
-    const list = /const JETSTREAM_CLIENTS_TO_MOVE = \[([^\]]*)\]/.exec(config)?.[1] ?? '';
-    const listed = [...list.matchAll(/'([^']+)'/g)].map((m) => m[1]!);
-    const importing = (f: string) =>
-      /from '@nats-io\/(kv|obj|jetstream)'/.test(readFileSync(join(ROOT, f), 'utf8'));
-    expect(listed.filter((f) => !importing(f))).toEqual([]);
+    const listed = (name: string) => {
+      const list = new RegExp(`const ${name} = \\[([^\\]]*)\\]`).exec(config)?.[1] ?? '';
+      return [...list.matchAll(/'([^']+)'/g)].map((m) => m[1]!);
+    };
+    const text = (f: string) => readFileSync(join(ROOT, f), 'utf8');
+    expect(listed('JETSTREAM_CLIENTS_TO_MOVE').length).toBeGreaterThan(0);
+    expect(
+      listed('JETSTREAM_CLIENTS_TO_MOVE').filter(
+        (f) => !/from '@nats-io\/(kv|obj|jetstream)'/.test(text(f)),
+      ),
+    ).toEqual([]);
+    // A NATS client used, not only a type named.
+    expect(listed('NATS_CLIENTS_TO_MOVE').length).toBeGreaterThan(0);
+    expect(
+      listed('NATS_CLIENTS_TO_MOVE').filter(
+        (f) => !/^import \{(?! type )[^}]*\} from '@nats-io\//m.test(text(f)),
+      ),
+    ).toEqual([]);
   });
 });
 

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Listeners } from './listeners';
 import type { ReleaseReason, WaitOutcome } from './kernel';
+import type { LoadSnapshot } from './load';
 
 /**
  * What happens in a request's life that other parts of the service follow (the metrics so
@@ -26,6 +27,8 @@ export interface LifecycleEventMap {
   'request.ended': [reqId: string, reason: ReleaseReason];
   /** A release that waited behind an encode or a send was applied. */
   'release.deferred-applied': [reqId: string];
+  /** This instance's load, measured (once a heartbeat): its roster heartbeat carries it. */
+  'load.measured': [load: LoadSnapshot];
 }
 
 export type LifecycleEvent = keyof LifecycleEventMap;

@@ -10,7 +10,7 @@ import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner, StoredMeta } from '../meta-registry/meta-store';
 import { isErrorMeta } from '../meta-registry/meta.schema';
 import { ReqStateStore, type ReqState } from '../requests/req-state.store';
-import type { StoredOwners } from '../routing/owner-router.service';
+import { StoredOwners } from '../routing/stored-owners';
 import { LifecycleEvents } from '../common/lifecycle-events';
 import { parseEndpoint, type Endpoint } from '../transfer/embedding-transport';
 
@@ -46,7 +46,7 @@ export interface HandoffStats {
  * delivered, or expires, and the store's own TTL (EPD_SEND_TIMEOUT_MS) ends it otherwise.
  */
 @Injectable()
-export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
+export class EmbeddingHandoff extends StoredOwners implements OnModuleInit {
   private readonly logger = new Logger('Handoff');
   readonly enabled: boolean;
   /**
@@ -72,7 +72,13 @@ export class EmbeddingHandoff implements OnModuleInit, StoredOwners {
     private readonly registry: MetaRegistry,
     private readonly events: LifecycleEvents,
   ) {
+    super();
     this.enabled = store.enabled;
+  }
+
+  /** Owner routing takes handed-off embeddings over here when the handoff is on. */
+  get active(): boolean {
+    return this.enabled;
   }
 
   onModuleInit(): void {

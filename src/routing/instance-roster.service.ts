@@ -3,11 +3,10 @@ import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common'
 import type { KV, KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/nats-core';
 import { Clock } from '../common/clock';
-import { Readiness } from '../common/readiness';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { AppConfig } from '../config/app-config';
 import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
-import { EpdNatsServer } from '../transport/epd-nats.server';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { openKvBucket } from '../jetstream/bucket-settings';
 import type { LoadSnapshot } from '../common/load';
@@ -48,25 +47,22 @@ export class InstanceRoster implements OnApplicationBootstrap {
   /** When the heartbeat still waiting for the store was sent (undefined: none waits). */
   private beatSentAt?: number;
   private readonly startedAt: number;
-  private loadSource?: () => LoadSnapshot;
+  /** This instance's load as last measured (`load.measured`): each heartbeat carries it. */
+  private load?: LoadSnapshot;
 
-  /** Resolves once this instance's first heartbeat is stored (it is in the roster). */
   private listed!: () => void;
+  /** Resolves once this instance's first heartbeat is stored (it is in the roster). */
+  readonly inRoster = new Promise<void>((r) => (this.listed = r));
 
   constructor(
     private readonly config: AppConfig,
     private readonly buckets: BucketKeeper,
     private readonly clock: Clock,
     private readonly role: ProcessRole,
-    readiness: Readiness,
-    server: EpdNatsServer,
+    events: LifecycleEvents,
   ) {
     this.startedAt = clock.now();
-    // A lone instance, or the anchor, never steps out of the queue group (anotherStaysIn).
-    server.membership.stepOutWhen(() => this.anotherStaysIn());
-    // Peers route calls here by the roster: serve once this instance is in it.
-    if (this.enabled)
-      readiness.require('instance roster', new Promise<void>((r) => (this.listed = r)));
+    events.on('load.measured', (load) => (this.load = load));
   }
 
   private get nats(): NatsConnectionService {
@@ -134,11 +130,6 @@ export class InstanceRoster implements OnApplicationBootstrap {
     void this.watch();
   }
 
-  /** Each heartbeat carries `read()`'s figures (the scaling service's). */
-  reportLoad(read: () => LoadSnapshot): void {
-    this.loadSource = read;
-  }
-
   private info(): InstanceInfo {
     return {
       id: this.config.instance.id,
@@ -147,7 +138,7 @@ export class InstanceRoster implements OnApplicationBootstrap {
       host: hostname(),
       http_url: this.httpUrl,
       started_at: this.startedAt,
-      ...(this.loadSource ? { load: this.loadSource() } : {}),
+      ...(this.load ? { load: this.load } : {}),
     };
   }
 

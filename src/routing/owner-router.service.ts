@@ -3,13 +3,13 @@ import type { NatsContext } from '@nestjs/microservices';
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
-import { AppConfig } from '../config/app-config';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner } from '../meta-registry/meta-store';
 import { NatsForwarder } from '../transport/nats-forwarder';
-import { instanceSubjectFor, isInstanceSubject, type DpType } from '../transport/subjects';
+import { isInstanceSubject, type DpType } from '../transport/subjects';
 import { InstanceRoster } from './instance-roster.service';
 import { LocalRanks } from './local-ranks';
+import { StoredOwners } from './stored-owners';
 
 export interface RouteOptions {
   /** Whether this instance holds state for the req_id (then the call is answered here). */
@@ -22,30 +22,6 @@ export interface RouteOptions {
    * req_id is answered here at once (`release`, `send_status`).
    */
   waitForEncode?: boolean;
-}
-
-/**
- * Embeddings handed to the cluster by an instance that stopped (the object store tier,
- * EPD_CACHE_STORE=jetstream), as owner routing reaches them; provided by the handoff.
- */
-export interface StoredOwners {
-  /**
-   * Stages the handed-off embedding here (one read, however many calls ask), or throws
-   * embedding_lost; resolves with the owner when another instance took it over first.
-   */
-  take(reqId: string, owner: Owner, deadline: number): Promise<Owner | undefined>;
-  /** A takeover of `reqId` under way here, if any (settles when it ends, either way). */
-  takingNow(reqId: string): Promise<unknown> | undefined;
-  /**
-   * A release of a handed-off embedding nobody took: it leaves the store. Resolves with
-   * the owner when another instance took it over first (the release goes there).
-   */
-  drop(reqId: string): Promise<Owner | undefined>;
-  /**
-   * While this (stopping) process hands `reqId` to the cluster: settles true once it has
-   * (calls for it are then answered elsewhere), false if it could not (answered here).
-   */
-  handingOff(reqId: string): Promise<boolean> | undefined;
 }
 
 /**
@@ -96,15 +72,15 @@ export class OwnerRouter {
     unreachable: 0,
   };
   private readonly routes: boolean;
-  private stored?: StoredOwners;
 
   constructor(
-    private readonly config: AppConfig,
     private readonly registry: MetaRegistry,
     private readonly forwarder: NatsForwarder,
     private readonly roster: InstanceRoster,
     private readonly clock: Clock,
     private readonly ranks: LocalRanks,
+    /** Embeddings handed to the object store by a stopped instance (the handoff's, when on). */
+    private readonly stored: StoredOwners,
   ) {
     // A supervisor routes to its workers; a single process on a shared store to its peers
     // (a DP worker is in no roster: its supervisor routes for it).
@@ -129,11 +105,6 @@ export class OwnerRouter {
     return { ...this.counters, resent: this.forwarder.resent, probes: this.forwarder.probes };
   }
 
-  /** The handoff's side of the store: calls for an embedding an instance handed over. */
-  useStoredOwners(stored: StoredOwners): void {
-    this.stored = stored;
-  }
-
   async route<T>(
     dp: DpType,
     reqId: string,
@@ -149,7 +120,7 @@ export class OwnerRouter {
     }
     // Taking it over here right now (its record may already name this instance): the call
     // is answered once the embedding is staged here, or routed again if the takeover failed.
-    const taking = this.stored?.takingNow(reqId);
+    const taking = this.stored.takingNow(reqId);
     if (taking) await taking.catch(() => undefined);
     if (options.forwarded && !this.ranks.active && !options.isLocal()) {
       // Forwarded here by a peer, and not held here: if this instance's previous process
@@ -163,7 +134,7 @@ export class OwnerRouter {
     }
     const owner = this.routes ? await this.ownerFor(reqId, deadline, options) : undefined;
     if (owner?.store !== undefined) {
-      if (this.stored) return this.fromStore(dp, reqId, body, owner, deadline, local);
+      if (this.stored.active) return this.fromStore(dp, reqId, body, owner, deadline, local);
       // An instance without the tier (a mixed fleet): it cannot read the store.
       if (dp !== 'release') {
         this.counters.ownerGone++;
@@ -175,12 +146,12 @@ export class OwnerRouter {
       this.counters.local++;
       return local(); // a release: its metadata goes here, its object with the bucket's age
     }
-    if (owner && owner.instance !== this.config.instance.id) {
+    if (owner && owner.instance !== this.registry.self.instance) {
       return this.forward<T>(dp, reqId, body, deadline, owner).catch(async (err: unknown) => {
         // Handed to the cluster (or taken by another instance) while the call was on its way.
         const moved = await this.movedFrom(owner, reqId, err);
         if (!moved) throw err;
-        if (moved.store !== undefined && this.stored)
+        if (moved.store !== undefined && this.stored.active)
           return this.fromStore(dp, reqId, body, moved, deadline, local);
         return this.forward<T>(dp, reqId, body, deadline, moved);
       });
@@ -194,7 +165,7 @@ export class OwnerRouter {
       this.counters.ownerGone++;
       throw Errors.embeddingLost(reqId);
     }
-    const moving = this.stored?.handingOff(reqId);
+    const moving = this.stored.handingOff(reqId);
     if (moving && (await moving)) {
       // Stopping, and handed to the cluster: the caller reads the owner record again.
       throw Errors.shuttingDown(reqId);
@@ -217,8 +188,8 @@ export class OwnerRouter {
   ): Promise<T> {
     const elsewhere =
       dp === 'release'
-        ? await this.stored!.drop(reqId)
-        : await this.stored!.take(reqId, owner, deadline);
+        ? await this.stored.drop(reqId)
+        : await this.stored.take(reqId, owner, deadline);
     if (elsewhere) return this.forward<T>(dp, reqId, body, deadline, elsewhere);
     this.counters.fromStore++;
     return local();
@@ -229,7 +200,7 @@ export class OwnerRouter {
     if (!(err instanceof MMError) || !MAY_HAVE_MOVED.has(err.type)) return undefined;
     const now = (await this.registry.latest(reqId).catch(() => undefined))?.owner;
     if (!now || (now.instance === owner.instance && now.boot === owner.boot)) return undefined;
-    if (now.store === undefined && now.instance === this.config.instance.id) return undefined;
+    if (now.store === undefined && now.instance === this.registry.self.instance) return undefined;
     return now;
   }
 
@@ -273,9 +244,8 @@ export class OwnerRouter {
     owner: Owner,
   ): Promise<T> {
     if (!(await this.roster.isAlive(owner.instance))) throw this.gone(owner, reqId);
-    const subject = instanceSubjectFor(this.config.nats.subjectPrefix, owner.instance, dp);
     this.counters.forwarded++;
-    return this.forwarder.request<T>(subject, body, deadline, reqId, {
+    return this.forwarder.toInstance<T>(owner.instance, dp, body, deadline, reqId, {
       // Alive by its heartbeats, or the roster cannot tell (its stream electing a leader):
       // maybe only moving to another NATS node (seen in the fault bench ~1.2–1.5 s after a
       // node loss), and tried again; gone if no attempt ever found it (a process just

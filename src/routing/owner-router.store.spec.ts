@@ -1,13 +1,13 @@
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
-import { loadConfig } from '../config/config.loader';
 import type { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner, StoredMeta } from '../meta-registry/meta-store';
 import type { NatsForwarder } from '../transport/nats-forwarder';
 import { DpType } from '../transport/subjects';
 import type { InstanceRoster } from './instance-roster.service';
 import type { LocalRanks } from './local-ranks';
-import { OwnerRouter, type StoredOwners } from './owner-router.service';
+import { OwnerRouter } from './owner-router.service';
+import { NoStoredOwners, StoredOwners } from './stored-owners';
 
 const STORE: Owner = { instance: 'store:b_staged', store: 'b_staged' };
 const PEER: Owner = { instance: 'peer-a', boot: 'boot-1' };
@@ -18,11 +18,12 @@ const PEER: Owner = { instance: 'peer-a', boot: 'boot-1' };
  * handed one over while a forwarded call was on its way.
  */
 describe('OwnerRouter: embeddings handed to the object store', () => {
-  const { config } = loadConfig({ EPD_INSTANCE_ID: 'self' });
   let owner: Owner | undefined;
   let forwarded: string[];
   let forwardError: Error | undefined;
   let router: OwnerRouter;
+  /** A router over `owners` (the handoff's where it is on, NoStoredOwners where not). */
+  let routerWith: (owners: StoredOwners) => OwnerRouter;
   let stored: StoredOwners & {
     taken: string[];
     dropped: string[];
@@ -48,6 +49,7 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     earlier = false;
     latest = 'as-mirror';
     const registry = {
+      self: { instance: 'self' },
       lostInRestart: () => false,
       stagedByEarlierProcess: (o?: Owner) => earlier && o?.instance === 'self',
       get: () => Promise.resolve(record()),
@@ -58,8 +60,8 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
       wait: () => Promise.reject(new Error('no wait here')),
     } as unknown as MetaRegistry;
     const forwarder = {
-      request: (subject: string) => {
-        forwarded.push(subject);
+      toInstance: (instance: string, dp: string) => {
+        forwarded.push(`epd.v1.inst.${instance}.${dp}`);
         return forwardError ? Promise.reject(forwardError) : Promise.resolve('answered by peer');
       },
       resent: 0,
@@ -71,8 +73,10 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
       mayBeAlive: () => true,
     } as unknown as InstanceRoster;
     const ranks = { active: false } as unknown as LocalRanks;
-    router = new OwnerRouter(config, registry, forwarder, roster, new Clock(), ranks);
+    routerWith = (owners) =>
+      new OwnerRouter(registry, forwarder, roster, new Clock(), ranks, owners);
     stored = {
+      active: true,
       taken: [],
       dropped: [],
       take(reqId: string) {
@@ -88,13 +92,13 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
         return this.moving;
       },
     };
+    router = routerWith(stored);
   });
 
   const route = (dp: DpType, local: () => Promise<string> = () => Promise.resolve('here')) =>
     router.route(dp, 'r', { req_id: 'r' }, Date.now() + 5000, local, { isLocal: () => false });
 
   it('takes a handed-off embedding over for a send, and drops it for a release', async () => {
-    router.useStoredOwners(stored);
     await expect(route(DpType.Send)).resolves.toBe('here');
     expect(stored.taken).toEqual(['r']);
     await expect(route(DpType.Release)).resolves.toBe('here');
@@ -104,6 +108,7 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
   });
 
   it('without the tier: embedding_lost naming the setting, and a release answered here', async () => {
+    router = routerWith(new NoStoredOwners());
     await expect(route(DpType.Send)).rejects.toMatchObject({
       code: 503,
       type: 'embedding_lost',
@@ -114,7 +119,6 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
   });
 
   it('reads the record again when the owner stopped while a forwarded call was on its way', async () => {
-    router.useStoredOwners(stored);
     owner = PEER;
     forwardError = Errors.shuttingDown('r');
     const answer = route(DpType.Send);
@@ -129,7 +133,6 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     // Seen in a rolling restart: A handed the embedding to the store and came back under the
     // same instance id; B's mirror still named A's earlier process, so B forwarded to the new
     // A, which holds nothing and answered unknown_req_id; B passed that 404 on.
-    router.useStoredOwners(stored);
     owner = PEER; // the mirror, behind
     latest = STORE; // the bucket
     forwardError = Errors.unknownReqId('r');
@@ -150,7 +153,6 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
   });
 
   it('passes on an error that is not a stopping owner, without reading the record again', async () => {
-    router.useStoredOwners(stored);
     owner = PEER;
     forwardError = Errors.noStagedEmbedding('r');
     await expect(route(DpType.Send)).rejects.toMatchObject({ code: 500 });
@@ -158,7 +160,6 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
   });
 
   it('a stopping instance that handed the req_id over answers shutting_down instead of 404', async () => {
-    router.useStoredOwners(stored);
     owner = undefined; // a forwarded call: no record lookup needed
     stored.moving = Promise.resolve(true);
     await expect(route(DpType.Send)).rejects.toMatchObject({ code: 503, type: 'shutting_down' });
@@ -167,7 +168,6 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
   });
 
   it('forwards a call, and a release, to the instance that won the takeover', async () => {
-    router.useStoredOwners(stored);
     stored.takenBy = PEER;
     await expect(route(DpType.Send)).resolves.toBe('answered by peer');
     await expect(route(DpType.Release)).resolves.toBe('answered by peer');
@@ -181,6 +181,7 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
   it("a forwarded call for an embedding this instance's previous process staged: embedding_lost", async () => {
     owner = { instance: 'self', boot: 'earlier-boot' };
     earlier = true;
+    router = routerWith(new NoStoredOwners());
     const forwardedHere = (local: () => Promise<string>) =>
       router.route(DpType.Send, 'r', { req_id: 'r' }, Date.now() + 5000, local, {
         isLocal: () => false,

@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
+import { Readiness } from '../common/readiness';
 import { ShutdownPhases } from '../common/shutdown-phases';
+import { EpdNatsServer } from '../transport/epd-nats.server';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
 import { InstanceRoster } from './instance-roster.service';
 import { InstancesController } from './instances.controller';
@@ -16,7 +18,17 @@ import { OwnerRouter } from './owner-router.service';
   exports: [OwnerRouter, InstanceRoster],
 })
 export class RoutingModule {
-  constructor(phases: ShutdownPhases, roster: InstanceRoster) {
-    if (roster.enabled) phases.on('leave-roster', 'instance roster', () => roster.leave());
+  constructor(
+    phases: ShutdownPhases,
+    roster: InstanceRoster,
+    readiness: Readiness,
+    server: EpdNatsServer,
+  ) {
+    // A lone instance, or the anchor, never steps out of the queue group (anotherStaysIn).
+    server.membership.stepOutWhen(() => roster.anotherStaysIn());
+    if (!roster.enabled) return;
+    // Peers route calls here by the roster: serve once this instance is in it.
+    readiness.require('instance roster', roster.inRoster);
+    phases.on('leave-roster', 'instance roster', () => roster.leave());
   }
 }

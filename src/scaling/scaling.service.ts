@@ -1,3 +1,4 @@
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { Clock } from '../common/clock';
 import { LoadSource, type LoadSnapshot } from '../common/load';
@@ -49,6 +50,7 @@ export class ScalingService implements OnModuleInit, OnModuleDestroy {
     private readonly clock: Clock,
     private readonly roster: InstanceRoster,
     private readonly load: LoadSource,
+    private readonly events: LifecycleEvents,
   ) {
     const s = config.scale;
     this.policy = {
@@ -61,7 +63,8 @@ export class ScalingService implements OnModuleInit, OnModuleDestroy {
   }
 
   onModuleInit(): void {
-    this.roster.reportLoad(() => this.load.snapshot());
+    // Measured once now, so that the first heartbeat carries a load.
+    this.events.emit('load.measured', this.load.snapshot());
     // Nothing a timer runs may end the process (a bare throw here once stopped every
     // instance of a cluster): a failed computation is logged, the last decision kept.
     this.timer = setInterval(() => {
@@ -86,6 +89,8 @@ export class ScalingService implements OnModuleInit, OnModuleDestroy {
   /** Decides from the live instances' heartbeats; once a heartbeat, on the timer. */
   compute(): ScalingView {
     const self = this.load.snapshot();
+    // Told before the roster is read: this instance's entry, and its next heartbeat, carry it.
+    this.events.emit('load.measured', self);
     const instances = this.roster.enabled
       ? this.roster
           .list()

@@ -1,3 +1,4 @@
+import { loadConfig } from '../config/config.loader';
 import { headers, type Msg, type MsgHdrs } from '@nats-io/transport-node';
 import { Clock } from '../common/clock';
 import { NatsForwarder } from './nats-forwarder';
@@ -69,7 +70,7 @@ function forwarder(script: Behaviour[]) {
     },
   };
   const nats = { connection: () => Promise.resolve(nc) } as unknown as NatsConnectionService;
-  return { f: new NatsForwarder(nats, new Clock()), calls };
+  return { f: new NatsForwarder(nats, new Clock(), loadConfig({}).config), calls };
 }
 
 const failures: {
@@ -83,6 +84,14 @@ const failures: {
 };
 
 describe('NatsForwarder (forwarded calls over at-most-once NATS, with receipts)', () => {
+  it("forwards to an instance on that instance's own subject for the call", async () => {
+    const { f, calls } = forwarder(['answer']);
+    await expect(
+      f.toInstance('peer-a', 'send', { req_id: 'r' }, Date.now() + 60_000, 'r', failures),
+    ).resolves.toEqual({ ok: 1 });
+    expect(calls.map((c) => c.subject)).toEqual(['epd.v1.inst.peer-a.send']);
+  });
+
   it('sends a call again when an attempt is not acknowledged, and asks for a receipt each time', async () => {
     const { f, calls } = forwarder(['lost', 'answer']);
     const deadline = Date.now() + 60_000;

@@ -1,9 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '../common/clock';
+import { AppConfig } from '../config/app-config';
 import { Errors } from '../common/errors/error-catalogue';
 import { NatsConnectionService } from './nats-connection.service';
 import { injectNats } from '../tracing/tracing';
 import { RECEIPT_ATTEMPTS, requestWithReceipts } from './receipts';
+import { instanceSubjectFor } from './subjects';
 
 interface Reply {
   response?: unknown;
@@ -49,7 +51,21 @@ export class NatsForwarder {
   constructor(
     private readonly nats: NatsConnectionService,
     private readonly clock: Clock,
+    private readonly config: AppConfig,
   ) {}
+
+  /** `request` to instance `instance`'s own subject for `dp` (owner routing to a peer). */
+  toInstance<T>(
+    instance: string,
+    dp: string,
+    body: object,
+    deadline: number,
+    reqId: string | undefined,
+    failures: ForwardFailures,
+  ): Promise<T> {
+    const subject = instanceSubjectFor(this.config.nats.subjectPrefix, instance, dp);
+    return this.request<T>(subject, body, deadline, reqId, failures);
+  }
 
   async request<T>(
     subject: string,
