@@ -106,8 +106,8 @@ const TABULAR = new Set(['src/metrics/catalogue.ts', 'src/common/errors/error-ca
  * "Architecture, third step"): a file leaves the list when it is under the limit.
  */
 const SHRINKING: Readonly<Record<string, number>> = {
-  'src/meta-registry/jetstream-meta-store.ts': 546,
-  'src/meta-registry/meta-registry.service.ts': 525,
+  'src/meta-registry/jetstream-meta-store.ts': 538,
+  'src/meta-registry/meta-registry.service.ts': 513,
 };
 const MAX_LINES = 400;
 

@@ -45,6 +45,23 @@ describe('BucketKeeper', () => {
     expect(keeper.view()).toEqual({ missing: [], recreated: { b: 0 } });
   });
 
+  it("a sweep's asking does not delay the first failure after a deletion: it is told so at once", async () => {
+    jest.useFakeTimers({ doNotFake: ['setImmediate', 'nextTick', 'queueMicrotask'] });
+    try {
+      keeper.streams.add('KV_b');
+      keeper.keep('b', 'KV_b', () => Promise.resolve(void keeper.streams.add('KV_b')));
+      jest.advanceTimersByTime(10_000); // the sweep asks, and finds it there
+      await new Promise((r) => setImmediate(r));
+      expect(keeper.infos).toBe(1);
+      keeper.streams.delete('KV_b');
+      // Within the second after the sweep, a failure still asks (a failure's throttle is its own).
+      expect(await keeper.failed('b')).toBe(true);
+      expect(keeper.infos).toBe(2);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('a deleted bucket is missing (readiness down) until it is made again, then counted', async () => {
     let finish!: () => void;
     let calls = 0;

@@ -37,8 +37,8 @@ export interface BucketsView {
 }
 
 /**
- * The shared buckets a process uses besides the metadata registry's (which recreates its
- * own): the roster, the cache claims and the object store's two. Anyone with access to the
+ * The shared buckets a process uses: the metadata registry's, the roster, the cache claims
+ * and the object store's two. Anyone with access to the
  * account may delete one (no roles by default); before, only the metadata bucket came
  * back, the others' writes failed for good and /health/ready stayed 200.
  *
@@ -99,21 +99,28 @@ export class BucketKeeper implements OnApplicationShutdown {
   keep(name: string, stream: string, recreate: () => Promise<void>): void {
     this.kept.set(name, { stream, recreate, missing: false, checkedAt: 0, recreated: 0 });
     this.sweeper ??= setInterval(() => {
-      for (const bucket of this.kept.keys()) void this.failed(bucket);
+      for (const bucket of this.kept.keys()) void this.look(bucket, false);
     }, SWEEP_MS).unref();
   }
 
   /**
-   * After an operation on bucket `name` failed (or to sweep): whether the bucket is gone
-   * (being made again meanwhile). Never throws.
+   * After an operation on bucket `name` failed: whether the bucket is gone (being made
+   * again meanwhile). Asks the server at most once a second per bucket (a sweep's asking
+   * does not count: the first failure after a deletion is told so). Never throws.
    */
-  async failed(name: string): Promise<boolean> {
+  failed(name: string): Promise<boolean> {
+    return this.look(name, true);
+  }
+
+  private async look(name: string, throttled: boolean): Promise<boolean> {
     const k = this.kept.get(name);
     if (!k || this.stopping.signal.aborted) return false;
     if (k.missing) return true;
     if (k.checking) return k.checking;
-    if (this.clock.now() - k.checkedAt < CHECK_MS) return false;
-    k.checkedAt = this.clock.now();
+    if (throttled) {
+      if (this.clock.now() - k.checkedAt < CHECK_MS) return false;
+      k.checkedAt = this.clock.now();
+    }
     k.checking = this.check(name, k).finally(() => (k.checking = undefined));
     return k.checking;
   }

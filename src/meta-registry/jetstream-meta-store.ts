@@ -9,10 +9,11 @@ import { withTimeout } from '../common/timeout';
 import { Errors } from '../common/errors/error-catalogue';
 import { MMError } from '../common/errors/mm-error';
 import type { AppConfig } from '../config/app-config';
+import type { BucketKeeper } from '../jetstream/bucket-keeper';
 import type { NatsConnectionService } from '../transport/nats-connection.service';
 import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
 import { lostCompareAndSet } from '../jetstream/compare-and-set';
-import { openKvBucket, streamNotFound, untilOpen } from '../jetstream/bucket-settings';
+import { openKvBucket, untilOpen } from '../jetstream/bucket-settings';
 import { MetaStore, type Claim, type StoreStats, type StoredMeta } from './meta-store';
 
 const STORE = 'jetstream';
@@ -83,8 +84,6 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   /** Since when NATS is not connected (undefined: it is). */
   private disconnectedAt?: number;
   private closed = false;
-  /** Set while a deleted bucket is being recreated. */
-  private recreating?: Promise<void>;
   private connectionStates?: Subscription;
   private readonly stopping = new AbortController();
   private readyResolve!: () => void;
@@ -95,7 +94,8 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   });
 
   constructor(
-    private readonly nats: NatsConnectionService,
+    /** Made again after a deletion by the keeper, as every bucket is; NATS through it. */
+    private readonly keeper: BucketKeeper,
     private readonly config: AppConfig,
     private readonly clock: Clock,
   ) {
@@ -122,6 +122,10 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     return this.config.registry.kvBucket;
   }
 
+  private get nats(): NatsConnectionService {
+    return this.keeper.nats;
+  }
+
   /**
    * Opens the bucket once NATS is up (it may not be at start; JetStream may come later
    * too), then watches it. Settings that conflict with an existing bucket are final.
@@ -134,6 +138,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
         signal: this.stopping.signal,
       });
       if (!kv) return; // stopped first
+      this.keeper.keep(this.bucketName, `KV_${this.bucketName}`, () => this.recreate());
     } catch (err) {
       // Settings that conflict with the existing bucket: final (main.ts exits 78).
       this.logger.error((err as Error).message);
@@ -212,7 +217,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       );
     } catch (err) {
       if (err instanceof MMError) throw err;
-      if (await this.bucketGone()) {
+      if (await this.keeper.failed(this.bucketName)) {
         throw Errors.storeUnavailable(
           STORE,
           `KV bucket ${this.bucketName} was deleted; recreating it`,
@@ -224,30 +229,17 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   }
 
   /**
-   * Whether the bucket's stream is gone (deleted by someone: without NATS roles anyone on
-   * the account may). If so it is recreated with this service's settings, once, and the
-   * watcher starts again from its first revision; calls meanwhile get a 503 that says so.
+   * The bucket was deleted (by anyone on the account, without NATS roles): calls get a 503
+   * that says so until it is made again with this service's settings, and the watcher
+   * starts again from its first revision. Retried by the keeper until it succeeds.
    */
-  private async bucketGone(): Promise<boolean> {
-    if (this.recreating) return true;
-    if (!this.jsm || this.closed) return false;
-    const missing = await this.jsm.streams.info(`KV_${this.bucketName}`).then(
-      () => false,
-      (err: unknown) => streamNotFound(err),
-    );
-    if (!missing || this.recreating) return missing;
-    this.logger.warn(
-      { bucket: this.bucketName },
-      "KV bucket was deleted; recreating it with this service's settings",
-    );
+  private async recreate(): Promise<void> {
     this.kv = undefined;
     this.watching = false;
     this.lastRevision = 0;
-    this.recreating = this.bucket()
-      .then(() => this.watcher?.stop())
-      .catch(() => undefined)
-      .finally(() => (this.recreating = undefined));
-    return true;
+    await this.bucket();
+    // The watch loop starts a new watcher on the new bucket.
+    this.watcher?.stop();
   }
 
   override async get(reqId: string): Promise<StoredMeta | undefined> {
@@ -529,7 +521,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
         );
       }
       // A watcher ends when its stream goes: the bucket may have been deleted.
-      await this.bucketGone();
+      await this.keeper.failed(this.bucketName);
       if (this.closed) return;
       const delay = backoffMs(++attempt, { baseMs: 100, maxMs: 2_000, jitter: 0.5 });
       await sleep(delay, this.stopping.signal).catch(() => undefined);

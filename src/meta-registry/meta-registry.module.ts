@@ -5,7 +5,6 @@ import { Module } from '@nestjs/common';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { StoreConfigError } from '../jetstream/bucket-settings';
 import { AppConfig } from '../config/app-config';
-import { NatsConnectionService } from '../transport/nats-connection.service';
 import { ParentLink } from '../transport/parent-link';
 import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
@@ -17,14 +16,13 @@ import { ParentMirroredStore } from './parent-mirrored-store';
 
 function makeStore(
   config: AppConfig,
-  nats: NatsConnectionService,
   link: ParentLink,
   clock: Clock,
   readiness: Readiness,
   buckets: BucketKeeper,
 ): MetaStore {
   let store: MetaStore;
-  if (config.registry.store === 'jetstream') store = new JetStreamMetaStore(nats, config, clock);
+  if (config.registry.store === 'jetstream') store = new JetStreamMetaStore(buckets, config, clock);
   // A DP worker mirrors its records to its supervisor; with JetStream, everyone shares the bucket.
   else if (link.channel) store = new ParentMirroredStore(config.registry.maxEntries, link.channel);
   else store = new MemoryMetaStore(config.registry.maxEntries);
@@ -41,7 +39,7 @@ function makeStore(
   providers: [
     {
       provide: MetaStore,
-      inject: [AppConfig, NatsConnectionService, ParentLink, Clock, Readiness, BucketKeeper],
+      inject: [AppConfig, ParentLink, Clock, Readiness, BucketKeeper],
       useFactory: makeStore,
     },
     MetaRegistry,

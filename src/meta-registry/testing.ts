@@ -1,6 +1,7 @@
 import { Clock } from '../common/clock';
 import type { AppConfig } from '../config/app-config';
 import { loadConfig } from '../config/config.loader';
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
@@ -33,12 +34,15 @@ export async function makeKvRegistry(config: AppConfig): Promise<{
   registry: MetaRegistry;
   store: JetStreamMetaStore;
   nats: NatsConnectionService;
+  /** Makes the bucket again if it is deleted: stop it (onApplicationShutdown) before deleting it. */
+  keeper: BucketKeeper;
 }> {
   const nats = new NatsConnectionService(config);
   nats.onModuleInit();
-  const store = new JetStreamMetaStore(nats, config, new Clock());
+  const keeper = new BucketKeeper(nats, new Clock());
+  const store = new JetStreamMetaStore(keeper, config, new Clock());
   await store.ready();
   const registry = new MetaRegistry(store, config, new Clock(), SINGLE);
   registry.onModuleInit();
-  return { registry, store, nats };
+  return { registry, store, nats, keeper };
 }

@@ -38,7 +38,7 @@ export async function kvRegistry(
     EPD_REGISTRY_SWEEP_INTERVAL_MS: '100',
     ...env,
   });
-  const { registry, store, nats } = await makeKvRegistry(config);
+  const { registry, store, nats, keeper } = await makeKvRegistry(config);
   return {
     registry,
     store,
@@ -47,6 +47,7 @@ export async function kvRegistry(
     async close({ destroy = true } = {}) {
       registry.close();
       store.onApplicationShutdown();
+      keeper.onApplicationShutdown(); // or it could make the bucket deleted below again
       const nc = nats.current;
       if (destroy && nc && !nc.isClosed()) {
         const jsm = await jetstreamManager(nc);
