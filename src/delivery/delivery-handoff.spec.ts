@@ -1,6 +1,7 @@
+import { ProcessOwner } from '../meta-registry/process-owner';
+import { restartMemoryFor } from '../meta-registry/restart-memory';
 import { Clock } from '../common/clock';
 import { loadConfig } from '../config/config.loader';
-import { ProcessRole } from '../config/process-role';
 import { MemoryMetaStore } from '../meta-registry/memory-meta-store';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import { ReqStateStore } from '../requests/req-state.store';
@@ -35,7 +36,8 @@ describe('DeliveryService: a send whose state ends while its policy check runs',
       new MemoryMetaStore(100),
       config,
       clock,
-      new ProcessRole('single', 0),
+      ProcessOwner.single(config.instance.id),
+      restartMemoryFor(config, clock, false),
     );
     let resume!: () => void;
     const policy = new DestinationPolicy(config);

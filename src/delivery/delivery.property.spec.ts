@@ -1,5 +1,6 @@
+import { ProcessOwner } from '../meta-registry/process-owner';
+import { restartMemoryFor } from '../meta-registry/restart-memory';
 import { pause } from '../../test/support/wait';
-import { ProcessRole } from '../config/process-role';
 import { DestinationPolicy } from './destination-policy';
 import fc from 'fast-check';
 import { Clock } from '../common/clock';
@@ -99,7 +100,8 @@ describe('delivery lifecycle property', () => {
           new MemoryMetaStore(1000),
           config,
           clock,
-          new ProcessRole('single', 0),
+          ProcessOwner.single(config.instance.id),
+          restartMemoryFor(config, clock, false),
         );
         const lifecycle = new RequestLifecycle(states, registry, events);
         const transport = new FakeTransport();

@@ -12,6 +12,10 @@ import { MetaRegistry } from './meta-registry.service';
 import { MetaStore } from './meta-store';
 import { MetadataController } from './metadata.controller';
 import { MetadataService } from './metadata.service';
+import { ProcessOwner } from './process-owner';
+import { restartMemoryFor, RestartMemory } from './restart-memory';
+import { BOOT_ID } from '../common/boot-id';
+import { ProcessRole } from '../config/process-role';
 import { ParentMirroredStore } from './parent-mirrored-store';
 
 function makeStore(
@@ -41,6 +45,26 @@ function makeStore(
       provide: MetaStore,
       inject: [AppConfig, ParentLink, Clock, Readiness, BucketKeeper],
       useFactory: makeStore,
+    },
+    {
+      // What this process's records name as their owner, by role.
+      provide: ProcessOwner,
+      inject: [AppConfig, ProcessRole],
+      useFactory: (config: AppConfig, role: ProcessRole) => {
+        const instance = config.instance.id;
+        if (role.supervisor) return new ProcessOwner({ instance, boot: BOOT_ID });
+        if (role.worker)
+          return new ProcessOwner({ instance, rank: role.rank, pid: process.pid, boot: BOOT_ID });
+        return ProcessOwner.single(instance, role.rank);
+      },
+    },
+    {
+      // A DP worker's records live on in its supervisor, which keeps the ledger for them all;
+      // a shared store outlives the process.
+      provide: RestartMemory,
+      inject: [AppConfig, Clock, ProcessRole, MetaStore],
+      useFactory: (config: AppConfig, clock: Clock, role: ProcessRole, store: MetaStore) =>
+        restartMemoryFor(config, clock, store instanceof MemoryMetaStore && !role.worker),
     },
     MetaRegistry,
     MetadataService,

@@ -11,55 +11,14 @@ import {
 import { Clock } from '../common/clock';
 import { withTimeout } from '../common/timeout';
 import { Errors } from '../common/errors/error-catalogue';
-import { BOOT_ID } from '../common/boot-id';
 import { AppConfig } from '../config/app-config';
-import { ProcessRole } from '../config/process-role';
-import { MemoryMetaStore } from './memory-meta-store';
-import { MetaStore, type Claim, type Owner, type StoreStats, type StoredMeta } from './meta-store';
-import { RestartLedger } from './restart-ledger';
+import { MetaStore, type Claim, type Owner, type StoredMeta } from './meta-store';
+import { ProcessOwner } from './process-owner';
+import { RestartMemory } from './restart-memory';
 import { isErrorMeta, type MetaPayload } from './meta.schema';
+import type { RegistryCounters, RegistryStats, WaitOptions } from './registry-types';
 
-export interface WaitOptions {
-  /** Deadline for this wait; the registry's default is EPD_REQ_TIMEOUT_MS. */
-  timeoutMs?: number;
-  /** Aborting ends the wait with a 499 "metadata wait cancelled" and frees its slot. */
-  signal?: AbortSignal;
-}
-
-export interface RegistryCounters {
-  publishes: number;
-  errorPublishes: number;
-  /** Waits admitted (refused ones count in `rejected`). */
-  waits: number;
-  /** Waits answered by published metadata or a published error. */
-  resolved: number;
-  timeouts: number;
-  /** Waits ended by their caller (abort or unsubscribe); derived, see stats(). */
-  cancelled: number;
-  /** Waits refused at admission: waiter bound reached or shutting down. */
-  rejected: number;
-  /** Waits failed by shutdown or a store error. */
-  failed: number;
-  discards: number;
-  expired: number;
-}
-
-export interface RegistryStats {
-  entries: number;
-  waiters: number;
-  waitedReqIds: number;
-  oldestAgeMs: number | null;
-  maxEntries: number;
-  maxWaiters: number;
-  counters: RegistryCounters;
-  /** The restart ledger (memory store, EPD_RESTART_LEDGER not `off`). */
-  restartLedger?: RestartLedger['stats'];
-  /** The shared store's local state (EPD_REGISTRY_STORE=jetstream). */
-  sharedStore?: NonNullable<StoreStats['shared']>;
-}
-
-/** How often the restart ledger is rewritten after a change. */
-const LEDGER_INTERVAL_MS = 200;
+export type { RegistryCounters, RegistryStats, WaitOptions } from './registry-types';
 
 /** Waiters of one req_id share one subject; it exists only while someone waits. */
 interface Slot {
@@ -98,40 +57,20 @@ export class MetaRegistry implements OnModuleInit {
     expired: 0,
   };
 
-  /** Memory store, outside a DP worker: what this process holds, for the next one. */
-  private readonly ledger?: RestartLedger;
-  /** req_ids whose embeddings the previous process held: req_id → until (epoch ms). */
-  private readonly lost = new Map<string, number>();
-  /**
-   * With a ledger: the req_ids whose embeddings this instance stages (its own records, or
-   * its DP workers': metadata, not errors) → their TTL's end, kept as records come and
-   * go. Metadata others published here (publish_metadata) names no owner of ours: its
-   * embedding is not ours to call lost, and it neither rewrites the ledger nor is visited
-   * when the ledger is written (a registry holds up to EPD_REGISTRY_MAX_ENTRIES).
-   */
-  private readonly owned = new Map<string, number>();
-
   constructor(
     private readonly store: MetaStore,
     private readonly config: AppConfig,
     private readonly clock: Clock,
-    private readonly role: ProcessRole,
-  ) {
-    // A DP worker's records live on in its supervisor, which keeps the ledger for them all.
-    if (store instanceof MemoryMetaStore && !role.worker) {
-      const path = RestartLedger.pathFor(
-        config.registry.restartLedger,
-        config.nats.subjectPrefix,
-        config.http.port,
-      );
-      if (path) this.ledger = new RestartLedger(path, BOOT_ID, LEDGER_INTERVAL_MS, clock);
-    }
-  }
+    /** This process as an owner: what its records name, and how it knows its own. */
+    private readonly owner: ProcessOwner,
+    /** The embeddings the previous process held, and this one's for the next. */
+    private readonly memory: RestartMemory,
+  ) {}
 
   onModuleInit(): void {
     this.sweepTimer = setInterval(() => void this.sweep(), this.config.registry.sweepIntervalMs);
     this.sweepTimer.unref();
-    if (this.ledger) this.restoreLost(this.ledger);
+    this.memory.restore(this.store);
     // A shared store reports puts made anywhere (this process's included, which find
     // their slots already answered): each wakes only the waiters of its own req_id.
     this.changes = this.store.changes?.subscribe((record) => this.wake(record));
@@ -147,87 +86,19 @@ export class MetaRegistry implements OnModuleInit {
     return this.closing;
   }
 
-  /**
-   * This process as the owner of what it encodes (recorded with its metadata): its
-   * instance and boot id; a DP worker also its rank and pid. A DP supervisor stages
-   * nothing, and names no rank.
-   */
+  /** This process as the owner of what it encodes (ProcessOwner). */
   get self(): Owner {
-    const instance = this.config.instance.id;
-    const { rank } = this.role;
-    if (this.role.supervisor) return { instance, boot: BOOT_ID };
-    if (this.role.worker) return { instance, rank, pid: process.pid, boot: BOOT_ID };
-    return { instance, rank, boot: BOOT_ID };
-  }
-
-  /**
-   * The embeddings the previous process held (its restart ledger) died with it: each gets
-   * a record with that error, so a wait_metadata learns it at once, and calls for it are
-   * refused with it (lostInRestart) until a new encode of the req_id publishes again.
-   */
-  private restoreLost(ledger: RestartLedger): void {
-    const now = this.clock.now();
-    const previous = ledger.previous(now);
-    for (const [reqId, until] of previous) {
-      this.lost.set(reqId, until);
-      const { message } = Errors.embeddingLost(reqId);
-      // A registry already full (a smaller EPD_REGISTRY_MAX_ENTRIES than before) keeps no
-      // record for the rest; calls for them are still refused through `lost`.
-      this.store
-        .put({ reqId, metadata: { error: message }, publishedAt: now })
-        .catch(() => undefined);
-    }
-    if (previous.length > 0) {
-      this.logger.warn(
-        { count: previous.length, ledger: ledger.path },
-        `${previous.length} staged embedding(s) of the previous process were lost in the restart`,
-      );
-    }
-    try {
-      ledger.start(
-        () => this.owned.entries(),
-        (err) => this.logger.error({ err, ledger: ledger.path }, 'restart ledger write failed'),
-      );
-    } catch (err) {
-      // An unwritable state dir costs the next process its honesty, not this one its start.
-      this.logger.error(
-        { err, ledger: ledger.path },
-        'restart ledger unavailable: after a restart, calls for lost embeddings will not be told so',
-      );
-    }
-  }
-
-  /** A record stored: into or out of the owned set (see `owned`), the ledger told if it changed. */
-  private track(record: StoredMeta): void {
-    if (!this.ledger) return;
-    if (record.owner?.instance === this.config.instance.id && !isErrorMeta(record.metadata)) {
-      this.owned.set(record.reqId, record.publishedAt + this.config.timeouts.sendTimeoutMs);
-      this.ledger.changed();
-    } else {
-      this.untrack(record.reqId);
-    }
-  }
-
-  private untrack(reqId: string): void {
-    if (this.owned.delete(reqId)) this.ledger?.changed();
+    return this.owner.self;
   }
 
   /** Whether the previous process held `reqId`'s embedding when it stopped (and nothing since). */
   lostInRestart(reqId: string): boolean {
-    const until = this.lost.get(reqId);
-    return until !== undefined && until > this.clock.now();
+    return this.memory.lostInRestart(reqId);
   }
 
-  /**
-   * Whether `owner` is this instance's previous process (same EPD_INSTANCE_ID, another
-   * boot): an embedding it staged died with it.
-   */
+  /** Whether `owner` is this instance's previous process: an embedding it staged died with it. */
   stagedByEarlierProcess(owner: Owner | undefined): boolean {
-    return (
-      owner?.instance === this.config.instance.id &&
-      owner.boot !== undefined &&
-      owner.boot !== BOOT_ID
-    );
+    return this.owner.stagedByEarlierProcess(owner);
   }
 
   /**
@@ -252,8 +123,8 @@ export class MetaRegistry implements OnModuleInit {
     await this.store.put(record, deadline);
     this.counters.publishes++;
     if (isErrorMeta(metadata)) this.counters.errorPublishes++;
-    else this.lost.delete(reqId); // encoded again since the restart
-    this.track(record);
+    else this.memory.published(reqId); // encoded again since the restart
+    this.memory.track(record);
     this.wake(record);
   }
 
@@ -270,7 +141,7 @@ export class MetaRegistry implements OnModuleInit {
         ? undefined
         : (record = { ...now, owner, publishedAt: this.clock.now() }),
     );
-    if (claim.won && record) this.track(record);
+    if (claim.won && record) this.memory.track(record);
     return claim;
   }
 
@@ -283,22 +154,14 @@ export class MetaRegistry implements OnModuleInit {
     const claim = await this.store.claim(was.reqId, (now) =>
       this.isSelf(now.owner) ? was : undefined,
     );
-    if (claim.won) this.untrack(was.reqId);
+    if (claim.won) this.memory.untrack(was.reqId);
   }
 
   /** Whether `owner` is this process (instance, boot and rank), not another or an earlier one. */
   isSelf(owner: Owner | undefined): boolean {
-    const self = this.self;
-    return (
-      owner !== undefined &&
-      owner.store === undefined &&
-      owner.instance === self.instance &&
-      owner.boot === self.boot &&
-      owner.rank === self.rank
-    );
+    return this.owner.isSelf(owner);
   }
 
-  /** Answers every current waiter of the record's req_id. */
   private wake(record: StoredMeta): void {
     const slot = this.slots.get(record.reqId);
     if (!slot) return;
@@ -403,7 +266,7 @@ export class MetaRegistry implements OnModuleInit {
   async discard(reqId: string): Promise<boolean> {
     const removed = await this.store.delete(reqId);
     if (removed) this.counters.discards++;
-    this.untrack(reqId);
+    this.memory.untrack(reqId);
     return removed;
   }
 
@@ -416,11 +279,10 @@ export class MetaRegistry implements OnModuleInit {
         this.clock.now() - this.config.timeouts.sendTimeoutMs,
       );
       this.counters.expired += expired.length;
-      for (const reqId of expired) this.untrack(reqId);
+      for (const reqId of expired) this.memory.untrack(reqId);
       if (expired.length > 0)
         this.logger.debug({ count: expired.length }, 'expired metadata entries');
-      const now = this.clock.now();
-      for (const [reqId, until] of this.lost) if (until <= now) this.lost.delete(reqId);
+      this.memory.sweep();
       return expired.length;
     } catch (err) {
       this.logger.error({ err }, 'metadata TTL sweep failed; retrying on the next tick');
@@ -440,7 +302,7 @@ export class MetaRegistry implements OnModuleInit {
         store.oldestPublishedAt === undefined ? null : this.clock.now() - store.oldestPublishedAt,
       maxEntries: this.config.registry.maxEntries,
       maxWaiters: this.config.registry.maxWaiters,
-      ...(this.ledger ? { restartLedger: this.ledger.stats } : {}),
+      ...(this.memory.ledger ? { restartLedger: this.memory.ledger.stats } : {}),
       ...(store.shared ? { sharedStore: store.shared } : {}),
       counters: {
         ...this.counters,
@@ -466,11 +328,7 @@ export class MetaRegistry implements OnModuleInit {
     this.closed = true;
     clearInterval(this.sweepTimer);
     this.changes?.unsubscribe();
-    try {
-      this.ledger?.stop(this.owned.entries());
-    } catch (err) {
-      this.logger.error({ err, ledger: this.ledger?.path }, 'restart ledger write failed');
-    }
+    this.memory.stop();
     const pending = [...this.slots.entries()];
     this.slots.clear();
     this.closing = Promise.all(

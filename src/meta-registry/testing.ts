@@ -6,10 +6,8 @@ import { NatsConnectionService } from '../transport/nats-connection.service';
 import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaRegistry } from './meta-registry.service';
-import { ProcessRole } from '../config/process-role';
-
-/** Registries made here belong to a process of their own, without DP workers. */
-const SINGLE = new ProcessRole('single', 0);
+import { ProcessOwner } from './process-owner';
+import { restartMemoryFor } from './restart-memory';
 
 /** A registry wired without Nest, for unit tests and benchmarks. */
 export function makeRegistry(overrides: Record<string, string> = {}): {
@@ -21,7 +19,15 @@ export function makeRegistry(overrides: Record<string, string> = {}): {
   // otherwise read each other's.
   const { config } = loadConfig({ EPD_RESTART_LEDGER: 'off', ...overrides });
   const store = new MemoryMetaStore(config.registry.maxEntries);
-  const registry = new MetaRegistry(store, config, new Clock(), SINGLE);
+  const clock = new Clock();
+  // A process of its own, without DP workers: it keeps a ledger if configured.
+  const registry = new MetaRegistry(
+    store,
+    config,
+    clock,
+    ProcessOwner.single(config.instance.id),
+    restartMemoryFor(config, clock, true),
+  );
   return { registry, config, store };
 }
 
@@ -42,7 +48,15 @@ export async function makeKvRegistry(config: AppConfig): Promise<{
   const keeper = new BucketKeeper(nats, new Clock());
   const store = new JetStreamMetaStore(keeper, config, new Clock());
   await store.ready();
-  const registry = new MetaRegistry(store, config, new Clock(), SINGLE);
+  const clock = new Clock();
+  // A shared store keeps no ledger: the bucket outlives the process.
+  const registry = new MetaRegistry(
+    store,
+    config,
+    clock,
+    ProcessOwner.single(config.instance.id),
+    restartMemoryFor(config, clock, false),
+  );
   registry.onModuleInit();
   return { registry, store, nats, keeper };
 }
