@@ -1,10 +1,9 @@
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { Clock } from '../common/clock';
 import { Logger } from '@nestjs/common';
-import type { JetStreamManager } from '@nats-io/jetstream';
 import { lostCompareAndSet } from '../jetstream/compare-and-set';
-import type { KV } from '@nats-io/kv';
 import { openKvBucket, StoreConfigError } from '../jetstream/bucket-settings';
+import type { KvBucket } from '../jetstream/kv-bucket';
 import { withTimeout } from '../common/timeout';
 import { CacheClaims, isDead, type ClaimRecord, type Claimed } from './claims';
 
@@ -44,9 +43,8 @@ function decode(value: Uint8Array): ClaimRecord | undefined {
  */
 export class KvClaims extends CacheClaims {
   private readonly logger = new Logger('KvClaims');
-  private kv?: KV;
-  private jsm?: JetStreamManager;
-  private opening?: Promise<KV>;
+  private kv?: KvBucket;
+  private opening?: Promise<KvBucket>;
   private lastWarnAt = 0;
 
   constructor(
@@ -107,13 +105,8 @@ export class KvClaims extends CacheClaims {
   async release(key: string, revision: number): Promise<void> {
     if (revision === 0) return;
     try {
-      await this.bucket();
-      await this.call(
-        this.jsm!.streams.purge(`KV_${this.bucketName}`, {
-          filter: `$KV.${this.bucketName}.${keyOf(key)}`,
-          seq: revision + 1,
-        }),
-      );
+      const kv = await this.bucket();
+      await this.call(kv.purge(keyOf(key), revision));
     } catch (err) {
       this.warn((err as Error).message, key);
     }
@@ -136,7 +129,7 @@ export class KvClaims extends CacheClaims {
     );
   }
 
-  private bucket(): Promise<KV> {
+  private bucket(): Promise<KvBucket> {
     if (this.kv) return Promise.resolve(this.kv);
     this.opening ??= this.open().finally(() => (this.opening = undefined));
     return this.opening;
@@ -146,9 +139,9 @@ export class KvClaims extends CacheClaims {
    * The claims bucket, created with our settings if missing (or by a peer at the same
    * moment); an existing one with other settings is refused (exit 78).
    */
-  private async open(): Promise<KV> {
+  private async open(): Promise<KvBucket> {
     const nc = await this.buckets.nats.connection();
-    const { kv, jsm, created } = await openKvBucket(nc, {
+    const { kv, created } = await openKvBucket(nc, {
       bucket: this.bucketName,
       ttlMs: CLAIM_MAX_AGE_MS,
       replicas: this.opts.replicas,
@@ -158,7 +151,6 @@ export class KvClaims extends CacheClaims {
       settings: 'EPD_KV_REPLICAS and EPD_CACHE_MAX_CLAIMS',
     });
     if (created) this.logger.log({ bucket: this.bucketName }, 'created the cache claims bucket');
-    this.jsm = jsm;
     this.kv = kv;
     return kv;
   }

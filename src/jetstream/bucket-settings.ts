@@ -5,7 +5,8 @@ import {
   type JetStreamManager,
   type StreamInfo,
 } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
+import { Kvm } from '@nats-io/kv';
+import { KvBucket } from './kv-bucket';
 import { Objm, StorageType } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { backoffMs, sleep } from '../common/backoff';
@@ -72,7 +73,7 @@ function streamInfo(jsm: JetStreamManager, stream: string): Promise<StreamInfo |
 export async function openKvBucket(
   nc: NatsConnection,
   spec: KvBucketSpec,
-): Promise<{ kv: KV; jsm: JetStreamManager; created: boolean }> {
+): Promise<{ kv: KvBucket; created: boolean }> {
   const js = jetstream(nc, { timeout: API_TIMEOUT_MS });
   const jsm = await jetstreamManager(nc, { timeout: API_TIMEOUT_MS });
   const stream = `KV_${spec.bucket}`;
@@ -119,7 +120,7 @@ export async function openKvBucket(
   // get then went to the stream's leader; with the leader dead, a release waited for the
   // election (cluster failover test) where a direct get from any replica answers at once.
   const kv = await new Kvm(js).open(spec.bucket, { allow_direct: c.allow_direct === true });
-  return { kv, jsm, created };
+  return { kv: new KvBucket(spec.bucket, kv, jsm), created };
 }
 
 /** An object store bucket as this service makes it (file storage). */

@@ -1,8 +1,5 @@
 import { Clock } from '../common/clock';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
-import type { JetStreamManager } from '@nats-io/jetstream';
-import type { KV, KvEntry, KvWatchEntry } from '@nats-io/kv';
-import type { QueuedIterator } from '@nats-io/nats-core';
 import { Subject, type Subscription } from 'rxjs';
 import { backoffMs, sleep } from '../common/backoff';
 import { withTimeout } from '../common/timeout';
@@ -11,9 +8,13 @@ import { MMError } from '../common/errors/mm-error';
 import type { AppConfig } from '../config/app-config';
 import type { BucketKeeper } from '../jetstream/bucket-keeper';
 import type { NatsConnectionService } from '../transport/nats-connection.service';
-import { decodeRecord, encodeRecord, keyOf, reqIdOf } from './kv-codec';
+import { decodeRecord, encodeRecord, keyOf } from './kv-codec';
+import { KvMirror } from './kv-mirror';
+import { KeyPurges } from './kv-purges';
+import { KvWatch } from './kv-watch';
 import { lostCompareAndSet } from '../jetstream/compare-and-set';
 import { openKvBucket, untilOpen } from '../jetstream/bucket-settings';
+import type { KvBucket, KvValue } from '../jetstream/kv-bucket';
 import { MetaStore, type Claim, type StoreStats, type StoredMeta } from './meta-store';
 
 const STORE = 'jetstream';
@@ -31,8 +32,6 @@ const CLAIM_ATTEMPTS = 4;
  * of the cluster takes. Past it, NATS is down, and calls fail at once with 503.
  */
 const RECONNECT_GRACE_MS = 3_000;
-/** Deleted keys remembered (their revision): the most recent ones when there are more. */
-const MAX_TOMBSTONES = 10_000;
 
 /**
  * The registry's records in a JetStream KV bucket (EPD_REGISTRY_STORE=jetstream), shared
@@ -64,23 +63,14 @@ const MAX_TOMBSTONES = 10_000;
 export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdown {
   private readonly logger = new Logger('JetStreamMetaStore');
   override readonly changes = new Subject<StoredMeta>();
-  private kv?: KV;
-  private jsm?: JetStreamManager;
-  private opening?: Promise<KV>;
-  private watcher?: QueuedIterator<KvWatchEntry>;
-  private lastRevision = 0;
-  /** Whether a watcher runs (puts made from now on reach `changes`). */
-  private watching = false;
-  /** What the watcher has seen, oldest first (a re-put moves to the end). */
-  private readonly mirror = new Map<string, { record: StoredMeta; revision: number }>();
-  /**
-   * Deleted keys: the revision deleted and until when it is remembered. A read, or a late
-   * watcher echo, of that revision or an older one finds nothing; a newer put ends it.
-   */
-  private readonly deleted = new Map<string, { revision: number; until: number }>();
-  /** Deletes whose purge the stream has not accepted yet, oldest first: key → revision. */
-  private readonly purging = new Map<string, number>();
-  private purger?: Promise<void>;
+  private kv?: KvBucket;
+  private opening?: Promise<KvBucket>;
+  /** The process's one watcher of the bucket (kv-watch.ts). */
+  private readonly watch: KvWatch;
+  /** What the watcher has seen, and the keys deleted (kv-mirror.ts). */
+  private readonly mirror: KvMirror;
+  /** Deletes whose purge the stream has not accepted yet. */
+  private readonly purges: KeyPurges;
   /** Since when NATS is not connected (undefined: it is). */
   private disconnectedAt?: number;
   private closed = false;
@@ -100,6 +90,13 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     private readonly clock: Clock,
   ) {
     super();
+    this.mirror = new KvMirror(clock, config.timeouts.sendTimeoutMs);
+    this.purges = new KeyPurges(
+      (key, revision) => this.purgeKey(key, revision),
+      this.stopping.signal,
+      this.logger,
+    );
+    this.watch = new KvWatch(this.mirror, this.changes, this.logger, this.stopping.signal);
     // Unobserved until main.ts (or a test) asks: a config error must not be unhandled.
     this.readyPromise.catch(() => undefined);
     // Disconnected, the watcher may miss deletes: forget the mirror, read the bucket.
@@ -109,7 +106,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
         return;
       }
       this.disconnectedAt ??= this.clock.now();
-      this.forget();
+      this.mirror.forget();
     });
     void this.start();
   }
@@ -149,32 +146,27 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     const nc = await this.nats.connection();
     // Deletes made by any instance (this one's own included, already applied).
     nc.subscribe(this.evictSubject, {
-      callback: (err, msg) => {
-        if (err) return this.forget();
-        try {
-          const { key, revision } = msg.json<{ key: string; revision: number }>();
-          const reqId = reqIdOf(key);
-          if (reqId !== undefined && Number.isInteger(revision)) this.evict(reqId, revision);
-        } catch {
-          // not ours
-        }
-      },
+      callback: (err, msg) => (err ? this.mirror.forget() : this.mirror.evictTold(msg.string())),
     });
-    await this.watchLoop();
+    await this.watch.run(
+      () => this.bucket(),
+      () => this.readyResolve(),
+      () => this.keeper.failed(this.bucketName),
+    );
   }
 
   /** The bucket, created if missing, its settings checked against ours. */
-  private async bucket(): Promise<KV> {
+  private async bucket(): Promise<KvBucket> {
     if (this.kv) return this.kv;
     this.opening ??= this.open().finally(() => (this.opening = undefined));
     return this.opening;
   }
 
-  private async open(): Promise<KV> {
+  private async open(): Promise<KvBucket> {
     const nc = await this.nats.connection();
     const { kvBucket, kvReplicas, maxEntries } = this.config.registry;
     const ttl = this.config.timeouts.sendTimeoutMs;
-    const { kv, jsm, created } = await openKvBucket(nc, {
+    const { kv, created } = await openKvBucket(nc, {
       bucket: kvBucket,
       ttlMs: ttl,
       replicas: kvReplicas,
@@ -185,7 +177,6 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     });
     if (created)
       this.logger.log({ bucket: kvBucket, ttlMs: ttl, replicas: kvReplicas }, 'created KV bucket');
-    this.jsm = jsm;
     this.kv = kv;
     return kv;
   }
@@ -194,11 +185,11 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
    * The bucket for a call, or a fast 503: NATS not connected, or the store not started
    * yet (a read before the watcher runs could miss a put that lands in between).
    */
-  private connected(reqId?: string): KV {
+  private connected(reqId?: string): KvBucket {
     if (this.closed) throw Errors.shuttingDown(reqId);
     const state = this.nats.state;
     if (state !== 'connected') throw Errors.storeUnavailable(STORE, `NATS is ${state}`, reqId);
-    if (!this.kv || !this.watching) {
+    if (!this.kv || !this.watch.watching) {
       throw Errors.storeUnavailable(STORE, `KV bucket ${this.bucketName} is not open yet`, reqId);
     }
     return this.kv;
@@ -235,20 +226,16 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
    */
   private async recreate(): Promise<void> {
     this.kv = undefined;
-    this.watching = false;
-    this.lastRevision = 0;
+    this.watch.reset();
     await this.bucket();
     // The watch loop starts a new watcher on the new bucket.
-    this.watcher?.stop();
+    this.watch.stop();
   }
 
   override async get(reqId: string): Promise<StoredMeta | undefined> {
     this.connected(reqId); // NATS down: 503 at once, even for what the mirror holds
-    const seen = this.mirror.get(reqId);
-    if (seen && seen.record.publishedAt >= this.clock.now() - this.config.timeouts.sendTimeoutMs) {
-      return seen.record;
-    }
-    return this.latest(reqId);
+    const since = this.clock.now() - this.config.timeouts.sendTimeoutMs;
+    return this.mirror.recent(reqId, since) ?? this.latest(reqId);
   }
 
   override async latest(reqId: string): Promise<StoredMeta | undefined> {
@@ -257,10 +244,10 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   }
 
   /** A bucket entry's record: none for a delete, or for a put this process deleted. */
-  private recordOf(reqId: string, entry: KvEntry | null): StoredMeta | undefined {
+  private recordOf(reqId: string, entry: KvValue | null): StoredMeta | undefined {
     if (entry?.operation !== 'PUT') return undefined;
     // Deleted, and its purge not landed yet (or this read raced it): absent.
-    if (entry.revision <= (this.deleted.get(reqId)?.revision ?? 0)) return undefined;
+    if (this.mirror.isDeleted(reqId, entry.revision)) return undefined;
     return decodeRecord(reqId, entry.value);
   }
 
@@ -350,8 +337,8 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
     const key = keyOf(reqId);
     const present = await this.call(kv.get(key), reqId);
     if (present?.operation !== 'PUT') return false;
-    if (present.revision <= (this.deleted.get(reqId)?.revision ?? 0)) return false;
-    this.evict(reqId, present.revision);
+    if (this.mirror.isDeleted(reqId, present.revision)) return false;
+    this.mirror.evict(reqId, present.revision);
     this.nats.current?.publish(
       this.evictSubject,
       JSON.stringify({ key, revision: present.revision }),
@@ -363,53 +350,13 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       () => true,
       () => false,
     );
-    if (!landed) {
-      this.purging.delete(key);
-      this.purging.set(key, present.revision);
-      // Bounded: past it, the oldest purges are left to the bucket's max age.
-      if (this.purging.size > MAX_TOMBSTONES)
-        this.purging.delete(this.purging.keys().next().value!);
-      this.purger ??= this.purge().finally(() => (this.purger = undefined));
-    }
+    if (!landed) this.purges.later(key, present.revision);
     return true;
   }
 
   /** One purge of `key`'s messages up to `revision`, bounded by ATTEMPT_MS. */
   private async purgeKey(key: string, revision: number, reqId?: string): Promise<void> {
-    await this.call(
-      this.jsm!.streams.purge(`KV_${this.bucketName}`, {
-        filter: `$KV.${this.bucketName}.${key}`,
-        seq: revision + 1,
-      }),
-      reqId,
-      ATTEMPT_MS,
-    );
-  }
-
-  /**
-   * The purges of deleted keys, in order, each sent again until the stream accepts it (a
-   * stream without a leader answers nothing until one is elected), or until shutdown; the
-   * bucket's max age removes what is left then.
-   */
-  private async purge(): Promise<void> {
-    let attempt = 0;
-    while (this.purging.size > 0 && !this.closed) {
-      const [key, revision] = this.purging.entries().next().value!;
-      try {
-        await this.purgeKey(key, revision);
-        attempt = 0;
-        if (this.purging.get(key) === revision) this.purging.delete(key);
-      } catch (err) {
-        if (attempt++ === 0) {
-          this.logger.warn(
-            { key, err: (err as Error).message, pending: this.purging.size },
-            'purge of a deleted key not accepted yet; sending it again',
-          );
-        }
-        const delay = backoffMs(attempt, { baseMs: 100, maxMs: 1_000, jitter: 0.5 });
-        await sleep(delay, this.stopping.signal).catch(() => undefined);
-      }
-    }
+    await this.call(this.connected(reqId).purge(key, revision), reqId, ATTEMPT_MS);
   }
 
   private get evictSubject(): string {
@@ -417,122 +364,29 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   }
 
   /**
-   * Forgets `reqId` up to `revision`: reads and watcher echoes of it or anything older find
-   * nothing until the record's max age has passed (its purge may land later than this).
-   */
-  private evict(reqId: string, revision: number): void {
-    const seen = this.mirror.get(reqId);
-    if (seen && seen.revision <= revision) this.mirror.delete(reqId);
-    if (revision <= (this.deleted.get(reqId)?.revision ?? 0)) return;
-    this.deleted.delete(reqId);
-    this.deleted.set(reqId, {
-      revision,
-      until: this.clock.now() + this.config.timeouts.sendTimeoutMs,
-    });
-    // Bounded: the oldest tombstones go first.
-    if (this.deleted.size > MAX_TOMBSTONES) this.deleted.delete(this.deleted.keys().next().value!);
-  }
-
-  /** Drops everything the mirror knows: reads go to the bucket until the watcher refills it. */
-  private forget(): void {
-    this.mirror.clear();
-  }
-
-  /** One watched entry into the mirror (and the waiters, through `changes`). */
-  private apply(e: KvWatchEntry): void {
-    this.lastRevision = e.revision;
-    const reqId = reqIdOf(e.key);
-    if (reqId === undefined) return; // not one of ours
-    const tombstone = this.deleted.get(reqId);
-    if (tombstone !== undefined) {
-      if (e.revision <= tombstone.revision) return; // the deleted put, echoed late
-      this.deleted.delete(reqId);
-    }
-    if (e.operation !== 'PUT') {
-      this.mirror.delete(reqId);
-      return;
-    }
-    const record = decodeRecord(reqId, e.value);
-    if (!record) return;
-    this.mirror.delete(reqId);
-    this.mirror.set(reqId, { record, revision: e.revision });
-    this.changes.next(record);
-  }
-
-  /**
    * The bucket's max age expires entries on the server; here only the mirror ages out
    * (oldest first, as the memory store does) and tombstones the watcher never passed.
    */
   override expire(cutoff: number): Promise<string[]> {
-    for (const [reqId, { record }] of this.mirror) {
-      if (record.publishedAt >= cutoff) break;
-      this.mirror.delete(reqId);
-    }
-    const now = this.clock.now();
-    for (const [reqId, { until }] of this.deleted) {
-      if (until > now) break; // oldest first: the rest are younger
-      this.deleted.delete(reqId);
-    }
+    this.mirror.expire(cutoff);
     return Promise.resolve([]);
   }
 
   /** Mirror, tombstone and pending-purge sizes, for tests and the admin view. */
   get cached(): { mirror: number; tombstones: number; purging: number } {
-    return { mirror: this.mirror.size, tombstones: this.deleted.size, purging: this.purging.size };
+    return { ...this.mirror.sizes, purging: this.purges.size };
   }
 
   override async stats(): Promise<StoreStats> {
-    const status = await this.call(this.connected().status());
-    const first = status.streamInfo.state.first_ts;
-    return {
-      entries: status.values,
-      oldestPublishedAt: status.values > 0 && first ? new Date(first).getTime() : undefined,
-      shared: this.cached,
-    };
-  }
-
-  /**
-   * The process's one watcher. nats.js' ordered consumer already heals gaps; when it ends
-   * anyway (consumer lost, server restarted), a new one starts after the last revision
-   * seen, so a put made meanwhile is still delivered.
-   */
-  private async watchLoop(): Promise<void> {
-    let attempt = 0;
-    while (!this.closed) {
-      try {
-        const kv = await this.bucket();
-        const resume = this.lastRevision > 0 ? this.lastRevision + 1 : 0;
-        // A new watcher may have a gap behind it: the mirror starts again from here.
-        this.forget();
-        const watcher = await kv.watch({
-          ignoreDeletes: true,
-          ...(resume > 0 ? { resumeFromRevision: resume } : { include: 'updates' as const }),
-        });
-        this.watcher = watcher;
-        this.watching = true;
-        this.readyResolve();
-        attempt = 0;
-        for await (const e of watcher) this.apply(e);
-      } catch (err) {
-        if (this.closed) return;
-        this.logger.warn(
-          { err: (err as Error).message, resumeAfterRevision: this.lastRevision },
-          'KV watcher stopped; restarting it',
-        );
-      }
-      // A watcher ends when its stream goes: the bucket may have been deleted.
-      await this.keeper.failed(this.bucketName);
-      if (this.closed) return;
-      const delay = backoffMs(++attempt, { baseMs: 100, maxMs: 2_000, jitter: 0.5 });
-      await sleep(delay, this.stopping.signal).catch(() => undefined);
-    }
+    const { values, oldestAt } = await this.call(this.connected().size());
+    return { entries: values, oldestPublishedAt: oldestAt, shared: this.cached };
   }
 
   onApplicationShutdown(): void {
     this.closed = true;
     this.connectionStates?.unsubscribe();
     this.stopping.abort();
-    this.watcher?.stop();
+    this.watch.stop();
     this.changes.complete();
   }
 }

@@ -1,7 +1,5 @@
 import { hostname } from 'node:os';
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import type { KV, KvWatchEntry } from '@nats-io/kv';
-import type { QueuedIterator } from '@nats-io/nats-core';
 import { Clock } from '../common/clock';
 import { LifecycleEvents } from '../common/lifecycle-events';
 import { AppConfig } from '../config/app-config';
@@ -9,6 +7,7 @@ import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { openKvBucket } from '../jetstream/bucket-settings';
+import type { KvBucket, KvChanges } from '../jetstream/kv-bucket';
 import type { LoadSnapshot } from '../common/load';
 import { parseRosterEntry, type InstanceInfo } from './roster-entry';
 
@@ -32,8 +31,8 @@ export interface InstanceView extends InstanceInfo {
 export class InstanceRoster implements OnApplicationBootstrap {
   private readonly logger = new Logger('InstanceRoster');
   private readonly seen = new Map<string, { info: InstanceInfo; at: number }>();
-  private kv?: KV;
-  private watcher?: QueuedIterator<KvWatchEntry>;
+  private kv?: KvBucket;
+  private watcher?: KvChanges;
   private timer?: NodeJS.Timeout;
   private closed = false;
   private httpUrl = '';
@@ -96,7 +95,7 @@ export class InstanceRoster implements OnApplicationBootstrap {
    * The roster's bucket, created with our settings if missing (also after a deletion); an
    * existing one with other settings is refused (exit 78).
    */
-  private async openBucket(): Promise<KV> {
+  private async openBucket(): Promise<KvBucket> {
     const nc = await this.nats.connection();
     const { kv } = await openKvBucket(nc, {
       bucket: this.bucketName,
