@@ -96,11 +96,7 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   ) {
     this.specs = new Map(visionModelsOf(config.encoder).map((m) => [m.path, m]));
     this.store = new EmbeddingCache(config.cache.maxBytes, (key) => this.dropPointer(key));
-    this.at = cacheFetchSubject(
-      config.nats.subjectPrefix,
-      config.instance.id,
-      role.worker ? role.rank : undefined,
-    );
+    this.at = cacheFetchSubject(config.nats.subjectPrefix, config.instance.id, role.workerRank);
     if (!this.store.enabled) return;
     this.claims = cluster.claims;
     if (this.claims) this.peer = new CachePeer(this.store, config.cache.leaseMs, clock);

@@ -37,4 +37,9 @@ export class ProcessRole {
   get single(): boolean {
     return this.role === 'single';
   }
+
+  /** A DP worker's rank, which names its own subjects; undefined in any other process. */
+  get workerRank(): number | undefined {
+    return this.worker ? this.rank : undefined;
+  }
 }

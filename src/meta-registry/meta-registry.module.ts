@@ -1,4 +1,5 @@
 import { Clock } from '../common/clock';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { Readiness } from '../common/readiness';
 import { ShutdownPhases } from '../common/shutdown-phases';
 import { Module } from '@nestjs/common';
@@ -67,7 +68,18 @@ function makeStore(
         restartMemoryFor(config, clock, store instanceof MemoryMetaStore && !role.worker),
     },
     MetaRegistry,
-    MetadataService,
+    {
+      // A single process on a shared store may outlive records of its previous process.
+      provide: MetadataService,
+      inject: [MetaRegistry, LifecycleEvents, AppConfig, ProcessRole],
+      useFactory: (
+        registry: MetaRegistry,
+        events: LifecycleEvents,
+        config: AppConfig,
+        role: ProcessRole,
+      ) =>
+        new MetadataService(registry, events, role.single && config.registry.store === 'jetstream'),
+    },
   ],
   exports: [MetaRegistry, MetadataService, MetaStore],
 })

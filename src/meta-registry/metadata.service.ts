@@ -5,8 +5,6 @@ import { performance } from 'node:perf_hooks';
 import { map, tap, TimeoutError, type Observable } from 'rxjs';
 import { MMError } from '../common/errors/mm-error';
 import { Errors } from '../common/errors/error-catalogue';
-import { AppConfig } from '../config/app-config';
-import { ProcessRole } from '../config/process-role';
 import { MetaRegistry, type WaitOptions } from './meta-registry.service';
 import type { StoredMeta } from './meta-store';
 import type { EmbeddingMeta, PublishMetadataRequest, WaitMetadataResponse } from './meta.schema';
@@ -27,18 +25,13 @@ function waitOutcome(err: unknown): WaitOutcome {
  */
 @Injectable()
 export class MetadataService {
-  /** One process that may outlive records of its own previous process (a shared store). */
-  private readonly checksBoot: boolean;
-
   /** `events`: told how each wait ended and how long it took (`wait.completed`). */
   constructor(
     private readonly registry: MetaRegistry,
-    config: AppConfig,
-    role: ProcessRole,
     private readonly events: LifecycleEvents,
-  ) {
-    this.checksBoot = role.single && config.registry.store === 'jetstream';
-  }
+    /** One process that may outlive records of its own previous process (a shared store). */
+    private readonly checksBoot: boolean,
+  ) {}
 
   async publish(req: PublishMetadataRequest): Promise<null> {
     await this.registry.publish(req.req_id, req.metadata, req.part_idx);

@@ -3,7 +3,6 @@ import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common'
 import { Clock } from '../common/clock';
 import { LifecycleEvents } from '../common/lifecycle-events';
 import { AppConfig } from '../config/app-config';
-import { ProcessRole } from '../config/process-role';
 import { NatsConnectionService } from '../transport/nats-connection.service';
 import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { openKvBucket } from '../jetstream/bucket-settings';
@@ -57,8 +56,9 @@ export class InstanceRoster implements OnApplicationBootstrap {
     private readonly config: AppConfig,
     private readonly buckets: BucketKeeper,
     private readonly clock: Clock,
-    private readonly role: ProcessRole,
     events: LifecycleEvents,
+    /** With a shared store; a DP worker is part of its supervisor's instance, not one itself. */
+    readonly enabled: boolean,
   ) {
     this.startedAt = clock.now();
     events.on('load.measured', (load) => (this.load = load));
@@ -66,11 +66,6 @@ export class InstanceRoster implements OnApplicationBootstrap {
 
   private get nats(): NatsConnectionService {
     return this.buckets.nats;
-  }
-
-  /** With a shared store; a DP worker is part of its supervisor's instance, not one itself. */
-  get enabled(): boolean {
-    return this.config.registry.store === 'jetstream' && !this.role.worker;
   }
 
   private get ttlMs(): number {

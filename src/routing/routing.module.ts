@@ -1,5 +1,10 @@
 import { Module } from '@nestjs/common';
+import { Clock } from '../common/clock';
+import { LifecycleEvents } from '../common/lifecycle-events';
 import { Readiness } from '../common/readiness';
+import { AppConfig } from '../config/app-config';
+import { ProcessRole } from '../config/process-role';
+import { BucketKeeper } from '../jetstream/bucket-keeper';
 import { ShutdownPhases } from '../common/shutdown-phases';
 import { EpdNatsServer } from '../transport/epd-nats.server';
 import { MetaRegistryModule } from '../meta-registry/meta-registry.module';
@@ -14,7 +19,28 @@ import { OwnerRouter } from './owner-router.service';
 @Module({
   imports: [MetaRegistryModule],
   controllers: [InstancesController],
-  providers: [InstanceRoster, OwnerRouter],
+  providers: [
+    {
+      // With a shared store; a DP worker is part of its supervisor's instance, not one itself.
+      provide: InstanceRoster,
+      inject: [AppConfig, BucketKeeper, Clock, LifecycleEvents, ProcessRole],
+      useFactory: (
+        config: AppConfig,
+        buckets: BucketKeeper,
+        clock: Clock,
+        events: LifecycleEvents,
+        role: ProcessRole,
+      ) =>
+        new InstanceRoster(
+          config,
+          buckets,
+          clock,
+          events,
+          config.registry.store === 'jetstream' && !role.worker,
+        ),
+    },
+    OwnerRouter,
+  ],
   exports: [OwnerRouter, InstanceRoster],
 })
 export class RoutingModule {

@@ -1,5 +1,4 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
-import { ProcessRole } from '../config/process-role';
 import { IpcChannel } from './ipc-channel';
 import type { IpcTopicName, IpcTopics } from './ipc-topics';
 
@@ -18,9 +17,10 @@ export class ParentLink implements OnModuleDestroy {
     process.kill(process.pid, 'SIGTERM');
   };
 
-  constructor(role: ProcessRole) {
-    if (!role.worker || !process.send) return;
-    this.channel = new IpcChannel(process);
+  /** `parent`: this process when a DP supervisor started it (a worker), else none. */
+  constructor(parent: NodeJS.Process | undefined) {
+    if (!parent?.send) return;
+    this.channel = new IpcChannel(parent);
     process.once('disconnect', this.onDisconnect);
     // A supervisor that died while this worker was still loading disconnected before
     // anyone listened: the event is gone, but the channel says so (dp-worker-orphaned-at-

@@ -21,7 +21,12 @@ import { ParentLink } from './parent-link';
   providers: [
     NatsConnectionService,
     NatsForwarder,
-    ParentLink,
+    {
+      // Only a DP worker was started by a supervisor it talks to.
+      provide: ParentLink,
+      inject: [ProcessRole],
+      useFactory: (role: ProcessRole) => new ParentLink(role.worker ? process : undefined),
+    },
     {
       provide: EpdNatsServer,
       inject: [NatsConnectionService, AppConfig, ProcessRole, Readiness, Clock],

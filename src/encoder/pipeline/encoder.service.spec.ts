@@ -174,7 +174,7 @@ async function wire(
           },
       EncodeScheduler,
       ReqStateStore,
-      ParentLink,
+      { provide: ParentLink, useValue: new ParentLink(undefined) },
       ...ADMISSION_PROVIDERS,
       EncodeAdmission,
       EncodeStages,
