@@ -9,7 +9,6 @@ import {
 import { Logger, type OnModuleDestroy } from '@nestjs/common';
 import { ServerNats } from '@nestjs/microservices';
 import type { AppConfig } from '../config/app-config';
-import { ProcessRole } from '../config/process-role';
 import type { Readiness } from '../common/readiness';
 import type { Clock } from '../common/clock';
 import { JsonInteropDeserializer } from './json-interop.deserializer';
@@ -25,14 +24,8 @@ import { OverloadGate, sheddable } from './overload-gate';
 import { QueueGroupMembership } from './queue-group-membership';
 import { ReplySerializer } from './reply.serializer';
 import type { NatsConnectionService } from './nats-connection.service';
-import { instanceRankSubjectFor, instanceSubjectFor, rankSubjectFor, subjectFor } from './subjects';
-import {
-  anyTenantSubjectFor,
-  probeSubjectFor,
-  spaceOf,
-  TENANT_DP_TYPES,
-  type CallSpace,
-} from './tenant-scope';
+import type { ServedSubjects } from './served-subjects';
+import { spaceOf, type CallSpace } from './tenant-scope';
 import { contextFromNats, tracingEnabled, withContext } from '../tracing/tracing';
 import { withTimeout } from '../common/timeout';
 
@@ -83,7 +76,8 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
   constructor(
     nats: NatsConnectionService,
     config: AppConfig,
-    private readonly role: ProcessRole,
+    /** What this process serves, and names in its receipts, by its DP role. */
+    private readonly subjects: ServedSubjects,
     private readonly readiness: Readiness,
     clock: Clock,
   ) {
@@ -191,9 +185,6 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
    * space, up to MAX_RECEIPT_HEADERS of them.
    */
   private receipts(dpType: string): (space: CallSpace) => MsgHdrs {
-    const { subjectPrefix: prefix } = this.config.nats;
-    const { rank, worker } = this.role;
-    const id = this.config.instance.id;
     const built = new Map<string, MsgHdrs>();
     return (space) => {
       const key = space.kind === 'tenant' ? `t.${space.tenant}` : space.kind;
@@ -201,20 +192,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
       if (receipt) return receipt;
       receipt = headers();
       receipt.set(RECEIPT_HEADER, RECEIPT_VALUE);
-      receipt.set(
-        PROBE_HEADER,
-        space.kind === 'internal'
-          ? worker
-            ? instanceRankSubjectFor(prefix, id, rank, dpType)
-            : instanceSubjectFor(prefix, id, dpType)
-          : probeSubjectFor(
-              prefix,
-              space.kind === 'tenant' ? space.tenant : undefined,
-              id,
-              dpType,
-              worker ? rank : undefined,
-            ),
-      );
+      receipt.set(PROBE_HEADER, this.subjects.askAgain(dpType, space));
       if (built.size < MAX_RECEIPT_HEADERS) built.set(key, receipt);
       return receipt;
     };
@@ -284,12 +262,9 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
   }
 
   /**
-   * The subjects this process listens on for a dp_type, by its role: a DP worker, its
-   * rank's shared subject and its own; otherwise the shared subject (and, alone, rank 0's),
-   * this instance's, the probe, and every tenant's for the calls tenants make
-   * (tenant-scope.ts: which tenant a caller may act as is NATS permissions' to say, by the
-   * subjects it may publish on). A queue group's subscription is withdrawn while this
-   * process sheds, if its dp_type may be shed.
+   * The subjects this process listens on for a dp_type (ServedSubjects, by its role). A
+   * queue group's subscription is withdrawn while this process sheds, if its dp_type may
+   * be shed.
    */
   private subscribe(
     client: NatsConnection,
@@ -297,28 +272,15 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
     callback: NatsCallback,
     probed: NatsCallback,
   ): void {
-    const { subjectPrefix: prefix, queueGroup: queue } = this.config.nats;
-    const { rank } = this.role;
-    const id = this.config.instance.id;
-    const shared = (subject: string) => {
+    const queue = this.config.nats.queueGroup;
+    const { shared, own, probes } = this.subjects.of(dpType);
+    for (const subject of shared) {
       const subscribe = () => client.subscribe(subject, { queue, callback });
       if (sheddable(dpType)) this.membership.add(subscribe);
       else this.sharedSubs.push(subscribe());
-    };
-    if (this.role.worker) {
-      shared(rankSubjectFor(prefix, rank, dpType));
-      client.subscribe(instanceRankSubjectFor(prefix, id, rank, dpType), { callback });
-      client.subscribe(probeSubjectFor(prefix, undefined, id, dpType, rank), { callback: probed });
-      return;
     }
-    shared(subjectFor(prefix, dpType));
-    if (this.role.single) client.subscribe(rankSubjectFor(prefix, rank, dpType), { callback });
-    client.subscribe(instanceSubjectFor(prefix, id, dpType), { callback });
-    client.subscribe(probeSubjectFor(prefix, undefined, id, dpType), { callback: probed });
-    if (TENANT_DP_TYPES.has(dpType)) {
-      shared(anyTenantSubjectFor(prefix, dpType));
-      client.subscribe(probeSubjectFor(prefix, '*', id, dpType), { callback: probed });
-    }
+    for (const subject of own) client.subscribe(subject, { callback });
+    for (const subject of probes) client.subscribe(subject, { callback: probed });
   }
 
   /**

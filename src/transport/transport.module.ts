@@ -8,6 +8,7 @@ import { NatsConnectionService } from './nats-connection.service';
 import { NatsForwarder } from './nats-forwarder';
 import { IpcRpcServer } from './ipc-rpc.server';
 import { ParentLink } from './parent-link';
+import { InstanceSubjects, WorkerSubjects } from './served-subjects';
 
 /**
  * The process's one NATS connection, the Nest server on it, the client that forwards
@@ -36,7 +37,14 @@ import { ParentLink } from './parent-link';
         role: ProcessRole,
         readiness: Readiness,
         clock: Clock,
-      ) => new EpdNatsServer(nats, config, role, readiness, clock),
+      ) => {
+        const { subjectPrefix: prefix } = config.nats;
+        const id = config.instance.id;
+        const subjects = role.worker
+          ? new WorkerSubjects(prefix, id, role.rank)
+          : new InstanceSubjects(prefix, id, role.single ? role.rank : undefined);
+        return new EpdNatsServer(nats, config, subjects, readiness, clock);
+      },
     },
     {
       provide: IpcRpcServer,
