@@ -1,14 +1,7 @@
 import { Clock } from '../common/clock';
 import { Errors } from '../common/errors/error-catalogue';
 import { Logger } from '@nestjs/common';
-import {
-  createInbox,
-  headers,
-  type Msg,
-  type MsgHdrs,
-  type NatsConnection,
-  type Subscription,
-} from '@nats-io/transport-node';
+import type { StreamedMessage, StreamedReplies, StreamSend } from '../transport/streamed-replies';
 import { MMError } from '../common/errors/mm-error';
 import { withTimeout } from '../common/timeout';
 import type { CacheEntry, EmbeddingCache } from './embedding-cache';
@@ -19,12 +12,6 @@ const MAX_SERVING = 4096;
 const MAX_SERVE_MS = 600_000;
 /** The largest entry a fetch accepts from a peer (a bound on what a bad answer can allocate). */
 const MAX_ENTRY_BYTES = 2 ** 31;
-/** Room left in each chunk for the message's headers and protocol line. */
-const CHUNK_HEADROOM = 4096;
-
-const KIND = 'Epd-Cache';
-const CHUNK = 'Epd-Chunk';
-
 type Kind = 'planned' | 'alive' | 'entry' | 'chunk' | 'error' | 'absent';
 
 interface EntryHeader {
@@ -55,7 +42,7 @@ const json = (value: unknown) => Buffer.from(JSON.stringify(value));
  */
 export class CachePeer {
   private readonly logger = new Logger('CachePeer');
-  private sub?: Subscription;
+  private stopServing?: () => void;
   private serving = 0;
   private readonly counters = { served: 0, fetched: 0, unusable: 0 };
 
@@ -70,31 +57,21 @@ export class CachePeer {
   }
 
   /** Serves this process's cache and flights on `subject`. */
-  serve(nc: NatsConnection, subject: string): void {
-    this.sub = nc.subscribe(subject, {
-      callback: (err, msg) => {
-        if (!err) this.onFetch(nc, msg);
-      },
-    });
+  serve(replies: StreamedReplies, subject: string): void {
+    this.stopServing = replies.serve(subject, (body, send) =>
+      this.onFetch(body, send, replies.chunkBytes),
+    );
   }
 
   stop(): void {
-    this.sub?.unsubscribe();
-    this.sub = undefined;
+    this.stopServing?.();
+    this.stopServing = undefined;
   }
 
-  private onFetch(nc: NatsConnection, msg: Msg): void {
-    if (!msg.reply) return;
-    const reply = msg.reply;
-    const send = (kind: Kind, data?: Uint8Array, chunk?: number) => {
-      const h = headers();
-      h.set(KIND, kind);
-      if (chunk !== undefined) h.set(CHUNK, String(chunk));
-      nc.publish(reply, data ?? new Uint8Array(0), { headers: h });
-    };
+  private onFetch(body: Uint8Array, send: StreamSend, chunkBytes: number): void {
     let req: { key?: unknown; timeout_ms?: unknown };
     try {
-      req = msg.json();
+      req = JSON.parse(Buffer.from(body).toString('utf8')) as typeof req;
     } catch {
       return send('error', json({ code: 400, type: 'bad_request', message: 'not JSON' }));
     }
@@ -114,7 +91,7 @@ export class CachePeer {
     const asked = typeof req.timeout_ms === 'number' ? req.timeout_ms : this.leaseMs;
     const timeoutMs = Math.min(asked, MAX_SERVE_MS);
     this.serving++;
-    void this.answer(req.key, Math.max(1, timeoutMs), send, nc)
+    void this.answer(req.key, Math.max(1, timeoutMs), send, chunkBytes)
       .catch((err: unknown) =>
         this.logger.warn({ err: (err as Error).message }, 'cache fetch failed'),
       )
@@ -125,7 +102,7 @@ export class CachePeer {
     key: string,
     timeoutMs: number,
     send: (kind: Kind, data?: Uint8Array, chunk?: number) => void,
-    nc: NatsConnection,
+    chunkBytes: number,
   ): Promise<void> {
     const cached = this.store.peek(key);
     const flight = cached ? undefined : this.store.flightOf(key);
@@ -141,7 +118,7 @@ export class CachePeer {
       } else {
         send('planned', json({ tokens: entry.tokens }));
       }
-      this.sendEntry(entry, send, nc.info?.max_payload ?? 1_048_576);
+      this.sendEntry(entry, send, chunkBytes);
       this.counters.served++;
     } catch (err) {
       const e =
@@ -157,11 +134,10 @@ export class CachePeer {
   private sendEntry(
     entry: CacheEntry,
     send: (kind: Kind, data?: Uint8Array, chunk?: number) => void,
-    maxPayload: number,
+    chunkBytes: number,
   ): void {
     const { data } = entry;
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    const chunkBytes = Math.max(1024, maxPayload - CHUNK_HEADROOM);
     const chunks = Math.ceil(bytes.byteLength / chunkBytes);
     const header: EntryHeader = {
       tokens: entry.tokens,
@@ -184,13 +160,12 @@ export class CachePeer {
    * rows; with the owner's own error (an MMError) when its encode failed.
    */
   async fetch(
-    nc: NatsConnection,
+    replies: StreamedReplies,
     subject: string,
     key: string,
     deadline: number,
     onPlanned: (tokens: number) => void,
   ): Promise<CacheEntry> {
-    const inbox = createInbox();
     return new Promise<CacheEntry>((resolve, reject) => {
       let header: EntryHeader | undefined;
       let buffer: Uint8Array | undefined;
@@ -200,11 +175,14 @@ export class CachePeer {
         () => finish(Errors.deadlineExceeded(`cache fetch from ${subject}`)),
         Math.max(1, deadline - this.clock.now()),
       );
-      const sub = nc.subscribe(inbox, { callback: (err, msg) => (err ? finish(err) : onMsg(msg)) });
+      let stop: (() => void) | undefined;
+      let finished = false;
       const finish = (err?: Error, entry?: CacheEntry) => {
+        if (finished) return;
+        finished = true;
         clearTimeout(total);
         clearTimeout(silence);
-        sub.unsubscribe();
+        stop?.();
         if (err) {
           if (err instanceof PeerUnusable) this.counters.unusable++;
           reject(err);
@@ -223,13 +201,11 @@ export class CachePeer {
           this.leaseMs,
         );
       };
-      const onMsg = (msg: Msg) => {
+      const onMsg = (msg: StreamedMessage) => {
+        if (finished) return;
         heard();
-        const kind = kindOf(msg.headers);
-        if (msg.headers?.code === 503 && !kind) {
-          return finish(new PeerUnusable(`no process answers ${subject}`));
-        }
-        switch (kind) {
+        if (msg.noResponders) return finish(new PeerUnusable(`no process answers ${subject}`));
+        switch (msg.kind as Kind | undefined) {
           case 'planned':
             return onPlanned(msg.json<{ tokens: number }>().tokens);
           case 'absent':
@@ -257,7 +233,7 @@ export class CachePeer {
           case 'chunk': {
             if (!header || !buffer)
               return finish(new PeerUnusable('a chunk came before its entry'));
-            const i = Number(msg.headers?.get(CHUNK));
+            const i = Number(msg.chunk);
             const at = i * header.chunk_bytes;
             if (!Number.isInteger(i) || i < 0 || at + msg.data.length > buffer.length) {
               return finish(new PeerUnusable(`the cache owner at ${subject} sent a bad chunk`));
@@ -272,19 +248,14 @@ export class CachePeer {
       };
       heard();
       try {
-        nc.publish(subject, json({ key, timeout_ms: Math.max(1, deadline - this.clock.now()) }), {
-          reply: inbox,
-        });
+        const body = json({ key, timeout_ms: Math.max(1, deadline - this.clock.now()) });
+        stop = replies.ask(subject, body, onMsg, (err) => finish(err));
+        if (finished) stop();
       } catch (err) {
         finish(err as Error); // the connection is closed or draining
       }
     });
   }
-}
-
-function kindOf(h: MsgHdrs | undefined): Kind | undefined {
-  const k = h?.get(KIND);
-  return k ? (k as Kind) : undefined;
 }
 
 function toEntry(key: string, h: EntryHeader, bytes: Uint8Array): CacheEntry {

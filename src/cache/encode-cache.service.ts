@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { StreamedReplies } from '../transport/streamed-replies';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
@@ -127,13 +127,13 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   private async startPeer(peer: CachePeer): Promise<void> {
-    let nc: NatsConnection;
+    let replies: StreamedReplies;
     try {
-      nc = await this.nats.connection();
+      replies = await this.nats.streamed();
     } catch {
       return; // shut down before NATS was ever reached
     }
-    peer.serve(nc, this.at);
+    peer.serve(replies, this.at);
     await this.claims!.prepare();
     this.logger.log(
       {
@@ -328,8 +328,8 @@ export class EncodeCache implements OnApplicationBootstrap, BeforeApplicationShu
     reqId: string,
   ): Promise<void> {
     try {
-      const nc = await this.nats.connection();
-      const entry = await this.peer!.fetch(nc, record.at, key, deadline, (tokens) =>
+      const replies = await this.nats.streamed();
+      const entry = await this.peer!.fetch(replies, record.at, key, deadline, (tokens) =>
         flight.plan(tokens),
       );
       this.store.land(key, flight, entry);

@@ -6,6 +6,7 @@ import { withTimeout } from '../common/timeout';
 import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
 import { natsConnectionOptions } from './nats-options';
+import { StreamedReplies } from './streamed-replies';
 
 export type NatsState = 'connecting' | 'connected' | 'reconnecting' | 'closed';
 
@@ -38,6 +39,11 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
     await firstValueFrom(this.state$.pipe(filter((s) => s !== 'connecting')));
     if (!this.nc) throw new Error('NATS connection closed before it was established');
     return this.nc;
+  }
+
+  /** Streamed answers (binary messages to an inbox) over the connection, once it is up. */
+  async streamed(): Promise<StreamedReplies> {
+    return new StreamedReplies(await this.connection());
   }
 
   /** The app shut down before NATS was ever reached (connection() then fails). */
