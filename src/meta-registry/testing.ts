@@ -6,6 +6,7 @@ import { NatsConnectionService } from '../transport/nats-connection.service';
 import { JetStreamMetaStore } from './jetstream-meta-store';
 import { MemoryMetaStore } from './memory-meta-store';
 import { MetaRegistry } from './meta-registry.service';
+import type { MetaStore } from './meta-store';
 import { ProcessOwner } from './process-owner';
 import { restartMemoryFor } from './restart-memory';
 
@@ -19,16 +20,24 @@ export function makeRegistry(overrides: Record<string, string> = {}): {
   // otherwise read each other's.
   const { config } = loadConfig({ EPD_RESTART_LEDGER: 'off', ...overrides });
   const store = new MemoryMetaStore(config.registry.maxEntries);
-  const clock = new Clock();
   // A process of its own, without DP workers: it keeps a ledger if configured.
-  const registry = new MetaRegistry(
+  return { registry: singleProcessRegistry(store, config, true), config, store };
+}
+
+/** A single process's registry on `store`; with a restart ledger when `keepsLedger`. */
+function singleProcessRegistry(
+  store: MetaStore,
+  config: AppConfig,
+  keepsLedger: boolean,
+): MetaRegistry {
+  const clock = new Clock();
+  return new MetaRegistry(
     store,
     config,
     clock,
     ProcessOwner.single(config.instance.id),
-    restartMemoryFor(config, clock, true),
+    restartMemoryFor(config, clock, keepsLedger),
   );
-  return { registry, config, store };
 }
 
 /**
@@ -48,15 +57,8 @@ export async function makeKvRegistry(config: AppConfig): Promise<{
   const keeper = new BucketKeeper(nats, new Clock());
   const store = new JetStreamMetaStore(keeper, config, new Clock());
   await store.ready();
-  const clock = new Clock();
   // A shared store keeps no ledger: the bucket outlives the process.
-  const registry = new MetaRegistry(
-    store,
-    config,
-    clock,
-    ProcessOwner.single(config.instance.id),
-    restartMemoryFor(config, clock, false),
-  );
+  const registry = singleProcessRegistry(store, config, false);
   registry.onModuleInit();
   return { registry, store, nats, keeper };
 }
