@@ -312,22 +312,35 @@ describe('two instances on a 3-node NATS cluster (e2e)', () => {
     a.proc.kill('SIGSTOP');
     try {
       // Three missed heartbeats: B's roster calls A gone. Only a roster that works calls
-      // anyone gone (its own beats stored on time: `roster_healthy`); while B's own beat
-      // waits on a loaded server, A's silence proves nothing and a call for A's req_id is
-      // forwarded and answered owner_unreachable instead (seen in CI: the test sent then).
+      // anyone gone (its own beats stored on time: `roster_healthy`); while it cannot tell
+      // (a beat of B's own waiting on a loaded server, the roster bucket unreadable), A's
+      // silence proves nothing, and a call for A's req_id is forwarded and answered
+      // `owner_unreachable`: 503, retryable by contract. CI saw that answer twice, once
+      // right after B's roster said healthy (the state can change between the look and the
+      // call). So the call is made as a caller makes it, again on owner_unreachable once
+      // B's roster is healthy; those answers are counted and bounded, and the last must be
+      // owner_gone.
       let seen: Awaited<ReturnType<typeof roster>> | undefined;
-      await waitFor(
-        async () => {
-          seen = await roster();
-          const gone = !seen.instances.some((i) => i.id === 'inst-a' && i.alive);
-          return gone && seen.roster_healthy;
-        },
-        10_000,
-        100,
-        () => `B's roster never called A gone while healthy: ${JSON.stringify(seen)}`,
-      );
-      const res = await sendOnB('hung');
-      expect(res.ms).toBeLessThan(5000);
+      const calledGone = async () => {
+        seen = await roster();
+        const gone = !seen.instances.some((i) => i.id === 'inst-a' && i.alive);
+        return gone && seen.roster_healthy;
+      };
+      const answers: string[] = [];
+      let res: Awaited<ReturnType<typeof sendOnB>> | undefined;
+      for (let attempt = 1; attempt <= 4; attempt++) {
+        await waitFor(
+          calledGone,
+          10_000,
+          100,
+          () => `B's roster never called A gone while healthy: ${JSON.stringify(seen)}`,
+        );
+        res = await sendOnB('hung');
+        expect(res.ms).toBeLessThan(5000);
+        answers.push(String(res.body.type));
+        if (res.body.type !== 'owner_unreachable') break;
+      }
+      expect(answers.filter((t) => t === 'owner_unreachable').length).toBeLessThanOrEqual(3);
       expect(res).toMatchObject({ status: 503, body: { type: 'owner_gone', req_id: 'hung' } });
     } finally {
       a.proc.kill('SIGCONT');
