@@ -242,21 +242,33 @@ export class InstanceRoster implements OnApplicationBootstrap {
    * watcher is behind.
    */
   async isAlive(id: string): Promise<boolean> {
-    if (this.mayBeAlive(id)) return true;
+    return (await this.whyAlive(id)) !== undefined;
+  }
+
+  /**
+   * Why `id` may be alive (isAlive), in words an error can carry: undefined when it is
+   * gone. An owner not called gone and then silent is `owner_unreachable`, and this says
+   * why it was not called gone.
+   */
+  async whyAlive(id: string): Promise<string | undefined> {
+    if (this.heardFrom(id)) return 'it heartbeat within the last three beats';
+    if (!this.trustworthy) {
+      return "this instance's roster cannot tell (its own heartbeats are not being stored on time)";
+    }
     const entry = await this.kv?.get(id).then(
       (e) => e,
       () => 'unreadable' as const,
     );
     // A read that failed proves nothing (the roster's stream electing a leader, NATS
     // reconnecting): never called gone for it.
-    if (entry === 'unreadable') return true;
-    if (entry?.operation !== 'PUT') return false;
+    if (entry === 'unreadable') return 'its roster entry could not be read';
+    if (entry?.operation !== 'PUT') return undefined;
     const at = entry.created.getTime();
-    if (this.clock.now() - at >= this.ttlMs) return false;
+    if (this.clock.now() - at >= this.ttlMs) return undefined;
     const info = parseRosterEntry(id, entry.value);
-    if (!info) return false;
+    if (!info) return undefined;
     this.seen.set(id, { info, at });
-    return true;
+    return 'its roster entry was written within the last three beats';
   }
 
   /**

@@ -243,7 +243,8 @@ export class OwnerRouter {
     deadline: number,
     owner: Owner,
   ): Promise<T> {
-    if (!(await this.roster.isAlive(owner.instance))) throw this.gone(owner, reqId);
+    const alive = await this.roster.whyAlive(owner.instance);
+    if (alive === undefined) throw this.gone(owner, reqId);
     this.counters.forwarded++;
     return this.forwarder.toInstance<T>(owner.instance, dp, body, deadline, reqId, {
       // Alive by its heartbeats, or the roster cannot tell (its stream electing a leader):
@@ -254,7 +255,7 @@ export class OwnerRouter {
         final || !this.roster.mayBeAlive(owner.instance) ? this.gone(owner, reqId) : undefined,
       unreachable: (taken) => {
         this.counters.unreachable++;
-        return Errors.ownerUnreachable(owner.instance, dp, reqId, taken);
+        return Errors.ownerUnreachable(owner.instance, dp, reqId, taken, alive);
       },
       timeout: () =>
         Errors.deadlineExceeded(`${dp} forwarded to owner instance ${owner.instance}`, reqId),

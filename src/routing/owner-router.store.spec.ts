@@ -31,6 +31,10 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     takenBy?: Owner;
   };
   let earlier: boolean;
+  /** Why the roster did not call the peer gone (whyAlive). */
+  let aliveBecause: string;
+  /** The forwarded call is never acknowledged (the forwarder's `unreachable`). */
+  let silent: boolean;
   /** What the store holds now, when a lagging mirror (`record`) says otherwise. */
   let latest: Owner | undefined | 'as-mirror';
 
@@ -47,6 +51,8 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     forwarded = [];
     forwardError = undefined;
     earlier = false;
+    aliveBecause = 'it heartbeat within the last three beats';
+    silent = false;
     latest = 'as-mirror';
     const registry = {
       self: { instance: 'self' },
@@ -60,8 +66,16 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
       wait: () => Promise.reject(new Error('no wait here')),
     } as unknown as MetaRegistry;
     const forwarder = {
-      toInstance: (instance: string, dp: string) => {
+      toInstance: (
+        instance: string,
+        dp: string,
+        _body: object,
+        _deadline: number,
+        _reqId: string,
+        failures: { unreachable: (taken: boolean) => Error },
+      ) => {
         forwarded.push(`epd.v1.inst.${instance}.${dp}`);
+        if (silent) return Promise.reject(failures.unreachable(false));
         return forwardError ? Promise.reject(forwardError) : Promise.resolve('answered by peer');
       },
       resent: 0,
@@ -69,7 +83,7 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
     } as unknown as NatsForwarder;
     const roster = {
       enabled: true,
-      isAlive: () => Promise.resolve(true),
+      whyAlive: () => Promise.resolve(aliveBecause),
       mayBeAlive: () => true,
     } as unknown as InstanceRoster;
     const ranks = { active: false } as unknown as LocalRanks;
@@ -205,5 +219,20 @@ describe('OwnerRouter: embeddings handed to the object store', () => {
         },
       ),
     ).resolves.toBe('here');
+  });
+
+  it('an owner not called gone and then silent: owner_unreachable says why it was not called gone', async () => {
+    owner = PEER;
+    silent = true;
+    aliveBecause =
+      "this instance's roster cannot tell (its own heartbeats are not being stored on time)";
+    await expect(route(DpType.Send)).rejects.toMatchObject({
+      code: 503,
+      type: 'owner_unreachable',
+      message: expect.stringContaining(
+        "not called gone: this instance's roster cannot tell (its own heartbeats are not being stored on time); retry",
+      ),
+    });
+    expect(router.stats.unreachable).toBe(1);
   });
 });

@@ -50,11 +50,13 @@ export const Errors = {
     new MMError(`metadata store ${store} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
   objectStoreUnavailable: (bucket: string, reason: string, reqId?: string) =>
     new MMError(`object store ${bucket} unavailable: ${reason}`, 503, reqId, 'store_unavailable'),
-  ownerUnreachable: (owner: string, dp: string, reqId: string, taken = false) =>
+  /** `alive`: why the owner was not called gone before the call (the roster's reason). */
+  ownerUnreachable: (owner: string, dp: string, reqId: string, taken = false, alive?: string) =>
     new MMError(
-      taken
-        ? `owner instance ${owner} of req_id=${reqId} took the forwarded ${dp}, then stopped answering (NATS recovering from a node loss?); retry`
-        : `owner instance ${owner} of req_id=${reqId} did not acknowledge the forwarded ${dp} (lost in transit; NATS recovering from a node loss?); retry`,
+      (taken
+        ? `owner instance ${owner} of req_id=${reqId} took the forwarded ${dp}, then stopped answering (NATS recovering from a node loss?)`
+        : `owner instance ${owner} of req_id=${reqId} did not acknowledge the forwarded ${dp} (lost in transit; NATS recovering from a node loss?)`) +
+        `${alive ? `; not called gone: ${alive}` : ''}; retry`,
       503,
       reqId,
       'owner_unreachable',

@@ -33,7 +33,7 @@ export const ERROR_TYPE_DOCS = [
   {
     types: ['owner_unreachable'],
     code: '503',
-    when: 'a per-req_id call forwarded to the instance that holds the embedding was not acknowledged by it after 3 attempts of 300 ms (lost in transit): `owner instance {id} of req_id={req_id} did not acknowledge the forwarded {dp_type} …; retry`; or the owner took it and then answered none of 3 probes, 500 ms apart: `… took the forwarded {dp_type}, then stopped answering …`. The embedding is not known to be lost: retry the call',
+    when: "a per-req_id call forwarded to the instance that holds the embedding was not acknowledged by it after 3 attempts of 300 ms (lost in transit): `owner instance {id} of req_id={req_id} did not acknowledge the forwarded {dp_type} …; retry`; or the owner took it and then answered none of 3 probes, 500 ms apart: `… took the forwarded {dp_type}, then stopped answering …`. Each ends with why the owner was not called gone before the call (`not called gone: it heartbeat within the last three beats`, `… this instance's roster cannot tell (its own heartbeats are not being stored on time)`, `… its roster entry could not be read`). The embedding is not known to be lost: retry the call",
   },
   {
     types: ['unacknowledged'],
