@@ -236,19 +236,12 @@ export class InstanceRoster implements OnApplicationBootstrap {
   }
 
   /**
-   * Whether `id` may be alive (`mayBeAlive`; an owner that died while the roster cannot
-   * tell is still caught by "no responders"). The watcher's record answers the common
-   * case; before calling an instance gone, the bucket itself is asked, in case the
-   * watcher is behind.
-   */
-  async isAlive(id: string): Promise<boolean> {
-    return (await this.whyAlive(id)) !== undefined;
-  }
-
-  /**
-   * Why `id` may be alive (isAlive), in words an error can carry: undefined when it is
-   * gone. An owner not called gone and then silent is `owner_unreachable`, and this says
-   * why it was not called gone.
+   * Why `id` may be alive, in words an error can carry; undefined when it is gone. It may
+   * be alive when it heartbeat within the last three beats, or the roster cannot tell
+   * (`trustworthy`; an owner that died meanwhile is still caught by "no responders").
+   * Before calling an instance gone, the bucket itself is asked, in case the watcher is
+   * behind. An owner not called gone and then silent is `owner_unreachable`, which carries
+   * this reason.
    */
   async whyAlive(id: string): Promise<string | undefined> {
     if (this.heardFrom(id)) return 'it heartbeat within the last three beats';
