@@ -44,6 +44,21 @@ describe('CallLedger (each call under the receipt protocol runs once)', () => {
     ledger.close();
   });
 
+  it('keeps an answer that is a slice of a shared buffer as its own bytes (not the whole slab)', () => {
+    const ledger = new CallLedger(now);
+    ledger.arrive('pooled', t + 2_000);
+    const slab = new Uint8Array(8192);
+    const reply = slab.subarray(100, 100 + 15);
+    reply.set(Buffer.from('{"response":1}x'));
+    ledger.track('pooled', msg()).respond(reply);
+    const seen = ledger.arrive('pooled', t + 2_000);
+    expect(seen.kind).toBe('answered');
+    const kept = (seen as { answer: { data: Uint8Array } }).answer.data;
+    expect(Buffer.from(kept)).toEqual(Buffer.from(reply));
+    expect(kept.buffer.byteLength).toBe(15);
+    ledger.close();
+  });
+
   it('drains back to zero: a running entry goes KEEP_MS past its deadline, an answered one ANSWERED_KEEP_MS after its answer', () => {
     const ledger = new CallLedger(now);
     ledger.arrive('answered', t + 60_000);

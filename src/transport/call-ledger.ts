@@ -152,7 +152,7 @@ export class CallLedger {
       if (entry && !entry.answer && data !== undefined) {
         const size = typeof data === 'string' ? 2 * data.length : data.byteLength;
         if (this.bytes + size <= CallLedger.MAX_BYTES) {
-          entry.answer = { data, headers: opts?.headers };
+          entry.answer = { data: ownBytes(data), headers: opts?.headers };
           entry.bytes += size;
           this.bytes += size;
           entry.until = Math.min(entry.until, this.now() + CallLedger.ANSWERED_KEEP_MS);
@@ -197,3 +197,12 @@ export class CallLedger {
 
 /** What an entry costs beyond its key and answer (the Map slot and the object), roughly. */
 const ENTRY_OVERHEAD = 96;
+
+/**
+ * An answer kept as its own bytes: a reply encoded with `Buffer.from` (utf8.ts) is a slice
+ * of Node's shared 8 KiB pool, and keeping the slice would keep the whole slab alive, up to
+ * ~40 times the bytes the ledger counts.
+ */
+function ownBytes(data: Payload): Payload {
+  return typeof data !== 'string' && data.byteLength < data.buffer.byteLength ? data.slice() : data;
+}

@@ -4,6 +4,7 @@ import { Errors } from '../common/errors/error-catalogue';
 import { RejectedPayload } from '../common/validation/zod.pipe';
 import { scopedReqId, sharedReqIdProblem, TENANT_SEP, unscopeReply } from '../common/tenant';
 import { spaceOf, type CallSpace } from './tenant-scope';
+import { utf8 } from './utf8';
 
 /** Ids this deserializer gives bare-JSON requests; the reply serializer recognises them. */
 export const BARE_ID_PREFIX = 'epd-bare-';
@@ -76,9 +77,13 @@ export class JsonInteropDeserializer implements ConsumerDeserializer {
     msg.respond = (reply, opts) =>
       respond(
         typeof reply === 'string' || reply instanceof Uint8Array
-          ? unscopeReply(
-              typeof reply === 'string' ? reply : Buffer.from(reply).toString('utf8'),
-              inner,
+          ? utf8(
+              unscopeReply(
+                typeof reply === 'string'
+                  ? reply
+                  : Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength).toString('utf8'),
+                inner,
+              ),
             )
           : reply,
         opts,

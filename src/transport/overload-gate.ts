@@ -2,6 +2,7 @@ import type { Msg } from '@nats-io/transport-node';
 import { overloadedMessage } from '../common/errors/error-catalogue';
 import { BARE_ID_PREFIX } from './json-interop.deserializer';
 import type { StepOut } from './queue-group-membership';
+import { utf8 } from './utf8';
 
 type Handler = (err: Error | null, msg: Msg) => void;
 
@@ -234,7 +235,9 @@ export class OverloadGate {
     const oldest = this.queue[this.head];
     const retryAfter = Math.max(this.maxQueueMs, Math.round(oldest ? now - oldest.at : 0));
     msg.respond(
-      `{"id":${id},"err":{"status":"error","code":503,"type":"overloaded","message":"${overloadedMessage(retryAfter)}","req_id":${reqId === undefined ? 'null' : jsonString(reqId, 'null')}}${envelope ? ',"isDisposed":true}' : '}'}`,
+      utf8(
+        `{"id":${id},"err":{"status":"error","code":503,"type":"overloaded","message":"${overloadedMessage(retryAfter)}","req_id":${reqId === undefined ? 'null' : jsonString(reqId, 'null')}}${envelope ? ',"isDisposed":true}' : '}'}`,
+      ),
     );
   }
 }

@@ -1,5 +1,6 @@
 import type { Serializer } from '@nestjs/microservices';
 import { BARE_ID_PREFIX } from './json-interop.deserializer';
+import { utf8 } from './utf8';
 
 interface OutgoingPacket {
   id?: string;
@@ -15,12 +16,12 @@ interface OutgoingPacket {
  * kept for callers that sent Nest's envelope and dropped for bare-JSON clients, to whom
  * it is noise.
  */
-export class ReplySerializer implements Serializer<OutgoingPacket, { data: string }> {
-  serialize(packet: OutgoingPacket): { data: string } {
+export class ReplySerializer implements Serializer<OutgoingPacket, { data: Uint8Array }> {
+  serialize(packet: OutgoingPacket): { data: Uint8Array } {
     const { id, err } = packet;
     // Built field by field: this runs once per reply on the wait_metadata hot path.
     const reply = err === undefined ? { id, response: packet.response } : { id, err };
-    if (id?.startsWith(BARE_ID_PREFIX)) return { data: JSON.stringify(reply) };
-    return { data: JSON.stringify({ ...reply, isDisposed: packet.isDisposed }) };
+    if (id?.startsWith(BARE_ID_PREFIX)) return { data: utf8(JSON.stringify(reply)) };
+    return { data: utf8(JSON.stringify({ ...reply, isDisposed: packet.isDisposed })) };
   }
 }
