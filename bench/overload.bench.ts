@@ -9,7 +9,9 @@
  * shedding off (EPD_OVERLOAD_QUEUE_MS=0: the behaviour before shedding existed), the
  * default launched without SERVICE_NODE_FLAGS, and two instances where one may step out.
  */
+import { spawn } from 'node:child_process';
 import { setPriority } from 'node:os';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
@@ -25,7 +27,7 @@ import {
   summarize,
   writeReport,
 } from './common';
-import { setProcessPriority, startService } from './service-process';
+import { ROOT, setProcessPriority, startService } from './service-process';
 import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 
 const ENTRIES = QUICK ? 200 : 1000;
@@ -329,6 +331,8 @@ async function run(
     }));
     return {
       rounds: perRound,
+      // Main-thread CPU per served call in the closed loops, µs (median over rounds).
+      servedUs: median(rounds.map((r) => (r.atRate.onCpu / r.sustainable) * 1e6)),
       sustainable: median(perRound.map((r) => r.sustainable)),
       okRatio: median(perRound.map((r) => r.okRatio)),
       counts,
@@ -354,6 +358,68 @@ async function run(
   }
 }
 
+/**
+ * What a shed answer costs the main thread against a served one, in µs of CPU per call,
+ * offered open-loop at `rate` for SECONDS: the service with EPD_OVERLOAD_MAX_QUEUED=1
+ * (every call but the first one or two of each turn is shed; those served are charged at
+ * `servedUs`), and a bare nats.js responder in its own process (read, answer a fixed
+ * reply, nothing else: what any answer costs on nats.js, the floor of a shed one). With a
+ * shed answer costing k of a served one, at 2× a process serves (1 − 2k) / (1 − k) of its
+ * sustainable rate at best (its CPU spent on 2S calls, S of them shed at k), whatever
+ * else it does right: the ceiling the ok-rate target meets.
+ */
+async function shedCost(nats: NatsServer, rate: number, servedUs: number) {
+  const nc = await connect({ servers: nats.url });
+  const service = await startService({
+    EPD_NATS_URL: nats.url,
+    EPD_SUBJECT_PREFIX: 'ovcost',
+    EPD_OVERLOAD_MAX_QUEUED: '1',
+  });
+  const bareSubject = 'ovbare.v1.wait_metadata';
+  const bare = spawn(
+    process.execPath,
+    [
+      join(ROOT, 'dist-bench', 'bench', 'raw-responder.js'),
+      nats.url,
+      bareSubject,
+      '{"id":"epd-bare-1","response":{}}',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  try {
+    await new Promise<void>((resolve) => bare.stdout.once('data', () => resolve()));
+    await publishBenchEntries(nc, 'ovcost', ENTRIES, META);
+    const measure = async (pid: number, subject: string) => {
+      const gen = new Generator(nc, subject);
+      await gen.closedLoop(QUICK ? 1_000 : 10_000, INFLIGHT); // warm-up
+      const s0 = mainThreadSched(pid);
+      let cpuMs = 0;
+      const l = await gen.openLoop(rate, () => {
+        cpuMs = mainThreadSched(pid).onCpuMs - s0.onCpuMs;
+      });
+      return { cpuUs: cpuMs * 1000, l };
+    };
+    const shed = await measure(service.proc.pid!, 'ovcost.v1.wait_metadata');
+    const floor = await measure(bare.pid!, bareSubject);
+    const shedUs = (shed.cpuUs - shed.l.ok * servedUs) / shed.l.overloaded;
+    const bareUs = floor.cpuUs / floor.l.offered;
+    const k = shedUs / servedUs;
+    return {
+      rate: round(rate, 0),
+      servedUs: round(servedUs, 2),
+      shedUs: round(shedUs, 2),
+      bareUs: round(bareUs, 2),
+      shedCalls: { offered: shed.l.offered, ok: shed.l.ok, overloaded: shed.l.overloaded },
+      k: round(k, 3),
+      ceiling: round((1 - 2 * k) / (1 - k), 2),
+    };
+  } finally {
+    bare.kill('SIGTERM');
+    await nc.drain();
+    await service.stop();
+  }
+}
+
 async function main() {
   const nats = await NatsServer.start();
   // The encoder is what is measured: the load generator and nats-server (which stand for
@@ -366,6 +432,7 @@ async function main() {
     const off = await run(nats, 'ovoff', { EPD_OVERLOAD_QUEUE_MS: '0' });
     const defaultYoung = await run(nats, 'ovyoung', {}, []);
     const pair = await run(nats, 'ovpair', {}, SERVICE_NODE_FLAGS, 2);
+    const cost = await shedCost(nats, 2 * on.sustainable, on.servedUs);
     const row = (name: string, r: typeof on) => {
       const l = r.counts;
       const pct = (n: number) => `${round((100 * n) / l.offered, 1)}%`;
@@ -401,6 +468,7 @@ async function main() {
         off,
         defaultYoung,
         pair,
+        cost,
         deadlineMs: DEADLINE_MS,
         rounds: ROUNDS,
         secondsPerRound: SECONDS,
@@ -433,6 +501,13 @@ async function main() {
           metric: `the same, two instances where one may step out (their sustainable rate together; read with their row's generator loop delay)`,
           target: 'report',
           value: round(pair.okRatio, 2),
+          pass: true,
+        },
+        {
+          // Reported, not a target: what the per-call costs measured in this run allow.
+          metric: `the ok rate at 2× that a shed answer's cost allows, (1 − 2k) / (1 − k): a shed answer cost ${cost.shedUs} µs of main-thread CPU, k = ${cost.k} of a served one (${cost.servedUs} µs); a bare nats.js responder ${cost.bareUs} µs per answer`,
+          target: 'report',
+          value: cost.ceiling,
           pass: true,
         },
       ],
@@ -470,6 +545,7 @@ async function main() {
         'Stepping out: once its queue holds half of EPD_OVERLOAD_QUEUE_MS of work (or it sheds a call), an instance withdraws its queue-group subscription of wait_metadata until the queue is down to a quarter, and the NATS server routes those calls to the instances still in the group. Only while the roster shows a live instance with a smaller id (the anchor) does an instance step out: a lone instance, or the anchor, never does, since with nobody left in the group every caller would get NATS no responders (an outage, not shedding). A lone instance thus sheds with 503 overloaded only: before 2026-12-05 it also stepped out, and NATS answered its callers no responders meanwhile, which is what met the ok-rate target in the first run kept. Calls an instance had already received are answered.',
         'Two instances: both on this machine’s two cores with the generator and nats-server, on a shared JetStream metadata bucket (the published entries in KV, each wait answered from its mirror); their sustainable rate is measured together, and the main thread and GC columns are the anchor’s.',
         `The service is launched as npm start launches it (${SERVICE_NODE_FLAGS.join(' ')}), except in the row that says otherwise: with V8's default young generation (16 MiB semi-spaces), the calls held in the queue survive scavenge after scavenge, and V8's parallel scavenger threads took about half a core of this 2-core machine at 2× (from /proc per-thread CPU times), away from the service's main thread and the rest.`,
+        `Cost of a shed answer: the service with EPD_OVERLOAD_MAX_QUEUED=1 (it sheds every call but the first one or two of each turn; those ${cost.shedCalls.ok} served of ${cost.shedCalls.offered} are charged at the served cost) and a bare nats.js responder (raw-responder.ts: read, answer a fixed reply) each offered ${cost.rate} calls/s open-loop for ${SECONDS} s; main-thread CPU over the calls. The served cost is the first row's closed loops (CPU per call, median over rounds). At 2× a process spends its CPU on S served and S shed calls, so it serves at best (1 − 2k) / (1 − k) of S with a shed answer at k of a served one: the gap between that ceiling and the first row's ok rate is what serving under a backlog costs beyond serving in a closed loop.`,
         'The load generator, nats-server and the service share this machine’s cores. The generator reads and times every reply on its one thread: while its own loop is delayed (last column), replies are timed late, so an answer counted late may have been on time.',
       ],
     });
