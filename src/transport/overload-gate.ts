@@ -47,8 +47,9 @@ export interface GateStats {
  * ("encoder overloaded; retry after {ms} ms") instead of joining a backlog that would
  * outlive its caller's deadline: callers learn in milliseconds and may go elsewhere, and
  * the calls admitted are served at the rate the process sustains. A shed answer costs a
- * few regular expressions and a publish, yet still 0.4 of a handled call (the message is
- * read and answered all the same), hence the second stage, `stepOut`. Without shedding
+ * few regular expressions and a publish, yet still a share of a handled call (the message
+ * is read and answered all the same; bench/results/overload.md measures both), hence the
+ * second stage, `stepOut`. Without shedding
  * (measured in bench/results/overload.md), calls at twice the sustainable rate were
  * mostly never answered: the backlog sat in socket buffers, invisible, until each caller
  * timed out.

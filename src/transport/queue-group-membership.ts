@@ -29,8 +29,8 @@ interface Member {
  *
  * Refusing a call costs a fraction of answering it (the message is still read, parsed and
  * answered on the one event-loop thread), so at twice the sustainable rate a process that
- * only refuses spends most of its time refusing (measured: 0.27 of the sustainable rate
- * answered ok). Out of the group, the NATS server no longer routes the shared subjects'
+ * only refuses spends much of its time refusing (bench/results/overload.md measures what a
+ * shed answer costs, and the ok rate that leaves). Out of the group, the NATS server no longer routes the shared subjects'
  * calls here at all: it gives them to the other instances of the group, or, when there
  * are none, answers each caller itself at once with its 503 "no responders" status. Calls
  * this process had already received are still answered (a subscription is drained: its
