@@ -103,6 +103,13 @@ describe.each([
       );
       if (stepOut) expect(refused).toBeGreaterThan(0);
       else expect(refused).toBe(0);
+      // It shed in the group, so it kept a short queue for as long as it shed
+      // (EPD_OVERLOAD_SHEDDING_QUEUE_MS), and is back to the plain bound once it stopped.
+      const spells = Number(/epd_encoder_nats_shedding_spells_total (\d+)/.exec(metrics)?.[1]);
+      expect(spells).toBeGreaterThan(0);
+      const backToBound = async () =>
+        /epd_encoder_nats_shedding 0/.test(await (await fetch(`${svc.url}/metrics`)).text());
+      expect(await waitFor(backToBound, 5_000, 20)).toBe(true);
       // Back in the group: the next call is served, not refused by NATS.
       expect(metrics).toMatch(/epd_encoder_nats_out_of_group 0/);
       const reply = await nc.request(

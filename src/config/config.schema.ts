@@ -192,6 +192,7 @@ export const configSchema = z
     overload: z.object({
       queueMs: z.coerce.number().int().min(0),
       maxQueued: positiveInt,
+      sheddingQueueMs: z.coerce.number().int().min(0),
       stepOut: booleanish,
     }),
     scale: z
@@ -291,6 +292,7 @@ export const ENV_KEYS: Readonly<Record<string, readonly [string, string]>> = {
   EPD_CACHE_MAX_BYTES: ['cache', 'maxBytes'],
   EPD_OVERLOAD_QUEUE_MS: ['overload', 'queueMs'],
   EPD_OVERLOAD_MAX_QUEUED: ['overload', 'maxQueued'],
+  EPD_OVERLOAD_SHEDDING_QUEUE_MS: ['overload', 'sheddingQueueMs'],
   EPD_OVERLOAD_STEP_OUT: ['overload', 'stepOut'],
   EPD_SCALE_WINDOW_S: ['scale', 'windowS'],
   EPD_SCALE_TARGET_UTILIZATION: ['scale', 'targetUtilization'],

@@ -348,6 +348,18 @@ export const METRICS = spec({
     labels: [],
     sglang: 'none',
   },
+  epd_encoder_nats_shedding: {
+    type: 'gauge',
+    help: '1 while this process sheds in the queue group (it shed a call within EPD_OVERLOAD_QUEUE_MS and could not step out) and so keeps only EPD_OVERLOAD_SHEDDING_QUEUE_MS of calls queued, else 0',
+    labels: [],
+    sglang: 'none',
+  },
+  epd_encoder_nats_shedding_spells_total: {
+    type: 'counter',
+    help: 'Spells of shedding in the queue group begun (see epd_encoder_nats_shedding): how often load went past what this process sustains',
+    labels: [],
+    sglang: 'none',
+  },
   epd_encoder_nats_queue_depth: {
     type: 'gauge',
     help: 'NATS calls received and waiting for their handler',

@@ -11,6 +11,10 @@ export class TransportMetrics extends OwnedMetrics {
     this.ownTotals('epd_encoder_nats_shed_total', () => gate.stats.shed);
     this.gauge('epd_encoder_nats_queue_depth', () => gate.stats.queued);
     this.gauge('epd_encoder_nats_queue_oldest_seconds', () => gate.stats.oldestMs / 1000);
+    this.gauge('epd_encoder_nats_shedding', () => (gate.stats.shedding ? 1 : 0));
+    this.ownTotals('epd_encoder_nats_shedding_spells_total', () => ({
+      all: gate.stats.sheddingSpells,
+    }));
     const membership = server.membership;
     this.ownTotals('epd_encoder_nats_step_outs_total', () => ({
       all: membership.stats.stepOuts,

@@ -97,6 +97,7 @@ export class EpdNatsServer extends ServerNats implements OnModuleDestroy {
       config.overload.maxQueued,
       () => clock.elapsed(),
       () => clock.now(),
+      config.overload.sheddingQueueMs,
     );
     this.membership = new QueueGroupMembership(Math.max(config.overload.queueMs, 1), () =>
       clock.elapsed(),

@@ -180,4 +180,96 @@ describe('OverloadGate', () => {
       '{"req_id":"headed"}',
     ]);
   });
+
+  describe('shedding in the queue group (EPD_OVERLOAD_SHEDDING_QUEUE_MS)', () => {
+    const shedType = (m: { answers: unknown[] }) =>
+      m.answers.length
+        ? (JSON.parse(String(m.answers[0])) as { err?: { type: string } }).err?.type
+        : undefined;
+
+    it('keeps only a few ms queued once it has shed, whatever a call declares, and the bound again after a quiet spell', async () => {
+      const gate = new OverloadGate(100, 10_000, clock, clock, 10);
+      const handled: string[] = [];
+      const h = gate.wrap('wait_metadata', (_e, m) => handled.push(m.string()));
+      now = 1000;
+      h(null, msg('{"req_id":"first"}'));
+      h(null, msg('{"req_id":"queued"}'));
+      now = 1200; // the queued call has waited 200 ms: past the 100 ms bound
+      const over = msg('{"req_id":"over"}');
+      h(null, over);
+      expect(shedType(over)).toBe('overloaded');
+      expect(gate.stats).toMatchObject({ shedding: true, sheddingSpells: 1 });
+      // A call that declares 15 s may wait 800 ms in a burst; while shedding, 10 ms.
+      const long = msg('{"req_id":"long","timeout_ms":15000}');
+      h(null, long);
+      expect(shedType(long)).toBe('overloaded');
+      await tick();
+      now = 1250; // 50 ms after the last shed: still shedding
+      h(null, msg('{"req_id":"a"}'));
+      h(null, msg('{"req_id":"b"}'));
+      now = 1265; // b has waited 15 ms
+      const c = msg('{"req_id":"c","timeout_ms":15000}');
+      h(null, c);
+      expect(shedType(c)).toBe('overloaded');
+      expect(gate.stats.sheddingSpells).toBe(1); // the same spell
+      await tick();
+      now = 1400; // 135 ms without a shed: a burst again may queue up to its budget
+      expect(gate.stats.shedding).toBe(false);
+      h(null, msg('{"req_id":"d"}'));
+      h(null, msg('{"req_id":"e"}'));
+      now = 1450;
+      const f = msg('{"req_id":"f","timeout_ms":15000}');
+      h(null, f);
+      expect(f.answers).toEqual([]);
+      await tick();
+      expect(gate.stats).toMatchObject({ queued: 0, shedding: false, sheddingSpells: 1 });
+      expect(handled).toEqual(
+        ['first', 'queued', 'a', 'b', 'd', 'e', 'f'].map(
+          (r) => `{"req_id":"${r}"${r === 'f' ? ',"timeout_ms":15000' : ''}}`,
+        ),
+      );
+    });
+
+    it('never begins on a burst of calls that declare long budgets (none is shed)', async () => {
+      const gate = new OverloadGate(100, 10_000, clock, clock, 10);
+      let handled = 0;
+      const h = gate.wrap('wait_metadata', () => handled++);
+      now = 5000;
+      const burst = Array.from({ length: 50 }, (_, i) =>
+        msg(`{"req_id":"w${i}","timeout_ms":15000}`),
+      );
+      for (const m of burst.slice(0, 25)) h(null, m);
+      now = 5300; // queued for 300 ms: within the 800 ms a 15 s caller may wait
+      for (const m of burst.slice(25)) h(null, m);
+      await tick();
+      expect(burst.every((m) => m.answers.length === 0)).toBe(true);
+      expect(handled).toBe(50);
+      expect(gate.stats).toMatchObject({ shedding: false, sheddingSpells: 0, shed: {} });
+    });
+
+    it('does not keep the short queue while it is out of the queue group, nor when off', () => {
+      const out = new OverloadGate(100, 10_000, clock, clock, 10);
+      out.stepOut = {
+        out: false,
+        leave() {
+          this.out = true;
+        },
+        rejoin() {
+          this.out = false;
+        },
+      };
+      const off = new OverloadGate(100, 10_000, clock, clock, 0);
+      for (const gate of [out, off]) {
+        const h = gate.wrap('wait_metadata', () => undefined);
+        now = 9000;
+        h(null, msg('{"req_id":"first"}'));
+        h(null, msg('{"req_id":"queued"}'));
+        now = 9200;
+        const over = msg('{"req_id":"over"}');
+        h(null, over);
+        expect(shedType(over)).toBe('overloaded');
+        expect(gate.stats).toMatchObject({ shedding: false, sheddingSpells: 0 });
+      }
+    });
+  });
 });

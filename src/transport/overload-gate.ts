@@ -36,6 +36,10 @@ export interface GateStats {
   oldestMs: number;
   shed: Record<string, number>;
   handled: number;
+  /** Whether the queue is kept short right now (EPD_OVERLOAD_SHEDDING_QUEUE_MS). */
+  shedding: boolean;
+  /** Spells of shedding in the group begun so far. */
+  sheddingSpells: number;
 }
 
 /**
@@ -67,6 +71,13 @@ export class OverloadGate {
    */
   stepOut?: StepOut;
 
+  /**
+   * When this process last shed a call while it stayed in the queue group (monotonic ms):
+   * within EPD_OVERLOAD_QUEUE_MS of it, the load is past what it sustains, not a burst.
+   */
+  private shedInGroupAt = -Infinity;
+  private sheddingSpells = 0;
+
   constructor(
     private readonly maxQueueMs: number,
     private readonly maxQueued: number,
@@ -74,6 +85,11 @@ export class OverloadGate {
     private readonly now: () => number,
     /** Wall-clock epoch ms (Clock.now), for the `Deadline` header. */
     private readonly epochNow: () => number,
+    /**
+     * EPD_OVERLOAD_SHEDDING_QUEUE_MS: the work a process keeps queued while it sheds and
+     * stays in the group (0: the one bound, EPD_OVERLOAD_QUEUE_MS, throughout).
+     */
+    private readonly sheddingQueueMs = 0,
   ) {}
 
   get enabled(): boolean {
@@ -87,6 +103,8 @@ export class OverloadGate {
       oldestMs: oldest ? Math.round(this.now() - oldest.at) : 0,
       shed: Object.fromEntries(this.shed),
       handled: this.handled,
+      shedding: this.shedding(this.now()),
+      sheddingSpells: this.sheddingSpells,
     };
   }
 
@@ -146,11 +164,28 @@ export class OverloadGate {
     const depth = this.depth;
     if (depth === 0) return false;
     if (depth >= this.maxQueued) return true;
+    if (this.shedding(now) && this.aheadMs(now) > this.sheddingQueueMs) return true;
     const waited = now - this.queue[this.head]!.at;
     const ahead = this.perMs > 0 ? depth / this.perMs : 0;
     const late = Math.max(waited, ahead);
     if (late <= this.maxQueueMs) return false;
     return late > this.boundFor(msg);
+  }
+
+  /**
+   * Whether this process is shedding while it stays in the queue group: it shed a call
+   * within the last EPD_OVERLOAD_QUEUE_MS and could not step out (a lone instance, the
+   * anchor, a DP worker, or EPD_OVERLOAD_STEP_OUT off). Its load is then past what it
+   * sustains, not a burst, and it keeps only EPD_OVERLOAD_SHEDDING_QUEUE_MS of work queued
+   * (measured by the drain rate) instead of up to the callers' budgets: the calls it
+   * serves are those that just arrived, still in the CPU's caches, and answered in a few
+   * ms. Measured (bench/results/overload.md): a lone instance at twice its sustainable
+   * rate kept 100 ms or more of calls queued, and served each one at a cost well over a
+   * closed loop's; with a few ms queued it served markedly more. A burst of calls that
+   * declare long budgets is not shed, so this never starts on one alone.
+   */
+  private shedding(now: number): boolean {
+    return this.sheddingQueueMs > 0 && now - this.shedInGroupAt < this.maxQueueMs;
   }
 
   /** How long `msg` may wait in the queue (see overloaded). */
@@ -229,6 +264,10 @@ export class OverloadGate {
   private reject(dpType: string, msg: Msg, now: number): void {
     this.shed.set(dpType, (this.shed.get(dpType) ?? 0) + 1);
     this.stepOut?.leave();
+    if (!this.stepOut?.out) {
+      if (this.sheddingQueueMs > 0 && !this.shedding(now)) this.sheddingSpells++;
+      this.shedInGroupAt = now;
+    }
     const text = msg.string();
     const envelope = ENVELOPE.test(text);
     const id = envelope ? jsonString(ID.exec(text)?.[1] ?? '', '""') : SHED_ID;
