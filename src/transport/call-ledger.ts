@@ -204,5 +204,8 @@ const ENTRY_OVERHEAD = 96;
  * ~40 times the bytes the ledger counts.
  */
 function ownBytes(data: Payload): Payload {
-  return typeof data !== 'string' && data.byteLength < data.buffer.byteLength ? data.slice() : data;
+  // new Uint8Array(view) copies the bytes; a Buffer's own slice() would share them.
+  return typeof data !== 'string' && data.byteLength < data.buffer.byteLength
+    ? new Uint8Array(data)
+    : data;
 }

@@ -53,10 +53,9 @@ export interface GateStats {
  * the calls admitted are served at the rate the process sustains. A shed answer costs a
  * few regular expressions and a publish, yet still a share of a handled call (the message
  * is read and answered all the same; bench/results/overload.md measures both), hence the
- * second stage, `stepOut`. Without shedding
- * (measured in bench/results/overload.md), calls at twice the sustainable rate were
- * mostly never answered: the backlog sat in socket buffers, invisible, until each caller
- * timed out.
+ * second stage, `stepOut`. Without shedding (measured in bench/results/overload.md),
+ * calls at twice the sustainable rate were mostly never answered: the backlog sat in
+ * socket buffers, invisible, until each caller timed out.
  */
 export class OverloadGate {
   private readonly queue: (Queued | undefined)[] = [];
@@ -179,10 +178,10 @@ export class OverloadGate {
    * sustains, not a burst, and it keeps only EPD_OVERLOAD_SHEDDING_QUEUE_MS of work queued
    * (measured by the drain rate) instead of up to the callers' budgets: the calls it
    * serves are those that just arrived, still in the CPU's caches, and answered in a few
-   * ms. Measured (bench/results/overload.md): a lone instance at twice its sustainable
-   * rate kept 100 ms or more of calls queued, and served each one at a cost well over a
-   * closed loop's; with a few ms queued it served markedly more. A burst of calls that
-   * declare long budgets is not shed, so this never starts on one alone.
+   * ms. With the long queue, a lone instance at twice its sustainable rate served calls
+   * that had waited hundreds of ms, each at a cost well over a closed loop's, and served
+   * fewer of them (bench/results/overload.md has a row with this off). A burst of calls
+   * that declare long budgets is not shed, so this never starts on one alone.
    */
   private shedding(now: number): boolean {
     return this.sheddingQueueMs > 0 && now - this.shedInGroupAt < this.maxQueueMs;

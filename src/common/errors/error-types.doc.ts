@@ -132,7 +132,7 @@ export const ERROR_TYPE_DOCS = [
   {
     types: ['overloaded'],
     code: '503',
-    when: 'a NATS call arrived while the calls queued ahead of it would take longer than `EPD_OVERLOAD_QUEUE_MS` to reach: `encoder overloaded; retry after {ms} ms`, answered at once (see operations.md)',
+    when: 'a NATS call arrived while the calls queued ahead of it would take longer than `EPD_OVERLOAD_QUEUE_MS` to reach (or, while the process is already shedding in the queue group, longer than `EPD_OVERLOAD_SHEDDING_QUEUE_MS`): `encoder overloaded; retry after {ms} ms`, answered at once (see operations.md)',
   },
   {
     types: ['destination_not_allowed'],
