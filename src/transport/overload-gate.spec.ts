@@ -249,15 +249,12 @@ describe('OverloadGate', () => {
 
     it('does not keep the short queue while it is out of the queue group, nor when off', () => {
       const out = new OverloadGate(100, 10_000, clock, clock, 10);
-      out.stepOut = {
+      const membership = {
         out: false,
-        leave() {
-          this.out = true;
-        },
-        rejoin() {
-          this.out = false;
-        },
+        leave: () => void (membership.out = true),
+        rejoin: () => void (membership.out = false),
       };
+      out.stepOut = membership;
       const off = new OverloadGate(100, 10_000, clock, clock, 0);
       for (const gate of [out, off]) {
         const h = gate.wrap('wait_metadata', () => undefined);
