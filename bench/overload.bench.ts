@@ -9,9 +9,7 @@
  * shedding off (EPD_OVERLOAD_QUEUE_MS=0: the behaviour before shedding existed), the
  * default launched without SERVICE_NODE_FLAGS, and two instances where one may step out.
  */
-import { spawn } from 'node:child_process';
 import { setPriority } from 'node:os';
-import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
@@ -27,7 +25,12 @@ import {
   summarize,
   writeReport,
 } from './common';
-import { ROOT, setProcessPriority, startService } from './service-process';
+import {
+  setProcessPriority,
+  startRawResponder,
+  startService,
+  stopProcess,
+} from './service-process';
 import { SERVICE_NODE_FLAGS } from '../src/common/node-flags';
 
 const ENTRIES = QUICK ? 200 : 1000;
@@ -376,18 +379,8 @@ async function shedCost(nats: NatsServer, rate: number, servedUs: number) {
     EPD_OVERLOAD_MAX_QUEUED: '1',
   });
   const bareSubject = 'ovbare.v1.wait_metadata';
-  const bare = spawn(
-    process.execPath,
-    [
-      join(ROOT, 'dist-bench', 'bench', 'raw-responder.js'),
-      nats.url,
-      bareSubject,
-      '{"id":"epd-bare-1","response":{}}',
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const bare = await startRawResponder(nats.url, bareSubject, '{"id":"epd-bare-1","response":{}}');
   try {
-    await new Promise<void>((resolve) => bare.stdout.once('data', () => resolve()));
     await publishBenchEntries(nc, 'ovcost', ENTRIES, META);
     const measure = async (pid: number, subject: string) => {
       const gen = new Generator(nc, subject);
@@ -414,7 +407,7 @@ async function shedCost(nats: NatsServer, rate: number, servedUs: number) {
       ceiling: round((1 - 2 * k) / (1 - k), 2),
     };
   } finally {
-    bare.kill('SIGTERM');
+    await stopProcess(bare);
     await nc.drain();
     await service.stop();
   }

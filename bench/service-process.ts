@@ -121,4 +121,23 @@ export async function startService(
   return { proc, url, stop: () => stopProcess(proc) };
 }
 
+/**
+ * The baseline of the NATS benchmarks: a bare nats.js responder in its own process
+ * (raw-responder.ts) answering every call on `subject` with the fixed `reply`; resolves
+ * once it is subscribed. Stop it with stopProcess.
+ */
+export async function startRawResponder(
+  natsUrl: string,
+  subject: string,
+  reply: string,
+): Promise<ChildProcess> {
+  const proc = spawn(
+    process.execPath,
+    [join(ROOT, 'dist-bench', 'bench', 'raw-responder.js'), natsUrl, subject, reply],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((resolve) => proc.stdout!.once('data', () => resolve()));
+  return proc;
+}
+
 export { stopProcess };

@@ -11,8 +11,6 @@
  *      waiter in another process's registry stays flat.
  * Blocks alternate between the compared paths so that machine noise hits both alike.
  */
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -21,7 +19,7 @@ import { ReferenceReceiver } from '../src/transfer/reference-receiver';
 import { freshBucket, kvRegistry } from '../test/support/kv-registry';
 import { NatsServer } from '../test/support/nats-server';
 import { QUICK, machine, round, runBench, summarize, writeReport, httpJson } from './common';
-import { ROOT, startService, stopProcess } from './service-process';
+import { startRawResponder, startService, stopProcess } from './service-process';
 
 const ENTRIES = QUICK ? 200 : 1000;
 const ROUNDS = QUICK ? 2 : 12;
@@ -142,17 +140,7 @@ async function part1(nats: NatsServer) {
     // The floor of any NATS request-reply service: a bare nats.js responder process
     // answering the same subject shape with the service's own reply bytes.
     const sample = await nc.request('k1.v1.wait_metadata', JSON.stringify({ req_id: 'e-0' }));
-    const bare = spawn(
-      process.execPath,
-      [
-        join(ROOT, 'dist-bench', 'bench', 'raw-responder.js'),
-        nats.url,
-        'b.v1.wait_metadata',
-        sample.string(),
-      ],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    await new Promise<void>((resolve) => bare.stdout.once('data', () => resolve()));
+    const bare = await startRawResponder(nats.url, 'b.v1.wait_metadata', sample.string());
     await waitBlock(nc, 'k1', 0);
     await waitBlock(nc, 'm', 0);
     await waitBlock(nc, 'b', 0);

@@ -5,8 +5,6 @@
  * size. Both run in this same run on the same nats-server; blocks alternate so that
  * machine noise hits both alike.
  */
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsServer } from '../test/support/nats-server';
 import {
@@ -18,7 +16,7 @@ import {
   summarize,
   writeReport,
 } from './common';
-import { ROOT, startService, stopProcess } from './service-process';
+import { startRawResponder, startService, stopProcess } from './service-process';
 
 const ENTRIES = 1000;
 const LATENCY_ROUNDS = QUICK ? 3 : 20;
@@ -72,19 +70,7 @@ async function main() {
     // The baseline replies with exactly the bytes the service sends.
     const sample = await nc.request(waitSubject, request(0), { timeout: 5000 });
     const replyJson = sample.string();
-    const raw = spawn(
-      process.execPath,
-      [
-        join(ROOT, 'dist-bench', 'bench', 'raw-responder.js'),
-        nats.url,
-        'raw.v1.wait_metadata',
-        replyJson,
-      ],
-      {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    await new Promise<void>((resolve) => raw.stdout.once('data', () => resolve()));
+    const raw = await startRawResponder(nats.url, 'raw.v1.wait_metadata', replyJson);
 
     try {
       // Warm-up both paths.
