@@ -136,7 +136,7 @@ export async function startRawResponder(
     [join(ROOT, 'dist-bench', 'bench', 'raw-responder.js'), natsUrl, subject, reply],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  await new Promise<void>((resolve) => proc.stdout!.once('data', () => resolve()));
+  await new Promise<void>((resolve) => proc.stdout.once('data', () => resolve()));
   return proc;
 }
 
