@@ -65,6 +65,20 @@ async function main(): Promise<void> {
     );
   }
 
+  /**
+   * A configuration the process must not serve with: says why, closes the app and exits 78
+   * (EX_CONFIG). The close is bounded as a SIGTERM's is: a refusal can come while the app
+   * is still starting, and a close that then waited on it kept the process up, neither
+   * serving nor exiting (seen once in CI: a conflicting object store bucket logged, no exit
+   * in 30 s).
+   */
+  const refuse = async (message: string): Promise<never> => {
+    process.stderr.write(`epd-encoder: ${message}\n`);
+    setTimeout(() => process.exit(78), shutdownBoundMs(config)).unref();
+    await app.close().catch(() => undefined);
+    process.exit(78); // EX_CONFIG
+  };
+
   // The NATS drain is bounded by shutdown.graceMs (and the handoff of staged embeddings to
   // the object store by drainMs); this is the last resort if a hook hangs.
   process.once('SIGTERM', () => {
@@ -80,9 +94,7 @@ async function main(): Promise<void> {
       .catch(async (err: unknown) => {
         const message = (err as Error).message;
         if (!message.startsWith(CONTRACT_ERROR_PREFIX)) return; // load errors: readiness reports them
-        process.stderr.write(`epd-encoder: ${message}\n`);
-        await app.close().catch(() => undefined);
-        process.exit(78); // EX_CONFIG
+        await refuse(message);
       });
   }
 
@@ -91,11 +103,7 @@ async function main(): Promise<void> {
   void app
     .get(BucketKeeper)
     .refused()
-    .then(async (err) => {
-      process.stderr.write(`epd-encoder: ${err.message}\n`);
-      await app.close().catch(() => undefined);
-      process.exit(78); // EX_CONFIG
-    });
+    .then((err) => refuse(err.message));
 
   let started;
   try {
@@ -103,9 +111,7 @@ async function main(): Promise<void> {
   } catch (err) {
     // A module that refuses at init (an EC path that cannot be written) stops here.
     if (!(err instanceof StartRefusedError)) throw err;
-    process.stderr.write(`epd-encoder: ${err.message}\n`);
-    await app.close().catch(() => undefined);
-    process.exit(78); // EX_CONFIG
+    return refuse(err.message);
   }
   const { httpUrl: base, natsReady } = started;
   if (role === 'worker') {
