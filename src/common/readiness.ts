@@ -39,6 +39,12 @@ export class Readiness {
   private isServing = false;
   /** Every condition met (checked on each data-plane HTTP call: kept, not recomputed). */
   private allMet = false;
+  /**
+   * The first wait has come: the app has initialised, so no further condition can be
+   * required. Until then a condition met early (the memory store opens at once) must not
+   * make the process ready before a provider made later has required its own.
+   */
+  private sealed = false;
 
   constructor(private readonly clock: Clock) {}
 
@@ -64,12 +70,13 @@ export class Readiness {
   }
 
   private check(): void {
-    this.allMet = [...this.conditions.values()].every((c) => c.met);
+    this.allMet = this.sealed && [...this.conditions.values()].every((c) => c.met);
     if (this.allMet) this.resolveReady();
   }
 
   /** Resolves once every required condition is met (at once if none was required). */
   whenReady(): Promise<void> {
+    this.sealed = true;
     this.check();
     return this.readyPromise;
   }
