@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import request from 'supertest';
 import { projectRoot } from '../src/common/fs/project-root';
 import { sharedNatsUrl, uniquePrefix } from './support/app';
-import { encodeBody, type Reply } from './support/calls';
+import { encodeBody, waitFor, type Reply } from './support/calls';
 import { dataUri, image, tone } from './support/media';
 import { startServiceProcess, type ServiceProcess } from './support/service-process';
 
@@ -219,17 +219,45 @@ describe('several models in one process (e2e)', () => {
 
 describe('several models in each DP worker (e2e, EPD_DP_SIZE=2)', () => {
   let svc: ServiceProcess;
+  /** GET /admin/workers as read right after /health/ready first answered 200. */
+  let atReady: { alive: number; dp_size: number };
+  /** The conditions /health/ready named while it answered 503. */
+  const waitedFor = new Set<string>();
   beforeAll(async () => {
-    svc = await startServiceProcess({
-      EPD_NATS_URL: sharedNatsUrl(),
-      EPD_SUBJECT_PREFIX: uniquePrefix(),
-      EPD_DP_SIZE: '2',
-      EPD_MODEL_DIR: `${QWEN2},${Q3}=${QWEN3}`,
-      EPD_ALLOW_REFERENCE_MODEL: 'true',
-    });
+    // Live, not ready: the test watches the turn to ready itself, every 5 ms.
+    svc = await startServiceProcess(
+      {
+        EPD_NATS_URL: sharedNatsUrl(),
+        EPD_SUBJECT_PREFIX: uniquePrefix(),
+        EPD_DP_SIZE: '2',
+        EPD_MODEL_DIR: `${QWEN2},${Q3}=${QWEN3}`,
+        EPD_ALLOW_REFERENCE_MODEL: 'true',
+      },
+      '/health/live',
+    );
+    await waitFor(
+      async () => {
+        const ready = await fetch(`${svc.url}/health/ready`);
+        const body = (await ready.json()) as {
+          details?: { serving?: { waiting_for?: object } };
+        };
+        for (const name of Object.keys(body.details?.serving?.waiting_for ?? {})) {
+          waitedFor.add(name);
+        }
+        return ready.status === 200;
+      },
+      30_000,
+      5,
+    );
+    atReady = (await (await fetch(`${svc.url}/admin/workers`)).json()) as typeof atReady;
   }, 60_000);
   afterAll(async () => {
     await svc?.stop();
+  });
+
+  it('turns ready only once every worker has started (a new instance serves at full width)', () => {
+    expect(atReady).toMatchObject({ dp_size: 2, alive: 2 });
+    expect([...waitedFor]).toContain('DP workers');
   });
 
   it('each worker answers both models by name; the supervisor lists them and passes the 400 on', async () => {

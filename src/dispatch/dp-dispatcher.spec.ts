@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { LifecycleEvents } from '../common/lifecycle-events';
 import { Clock } from '../common/clock';
+import { Readiness } from '../common/readiness';
 import { MMError } from '../common/errors/mm-error';
 import { makeRegistry } from '../meta-registry/testing';
 import { ReqStateStore } from '../requests/req-state.store';
@@ -38,7 +39,14 @@ function setup(maxPending = 2, env: Record<string, string> = {}) {
     EPD_SUBJECT_PREFIX: 'p',
   });
   const clock = new Clock();
-  const supervisor = new WorkerSupervisor(config, registry, clock, store, new WorkerClaims());
+  const supervisor = new WorkerSupervisor(
+    config,
+    registry,
+    clock,
+    store,
+    new WorkerClaims(),
+    new Readiness(clock),
+  );
   const forwarder = new FakeChannels();
   for (const r of supervisor.ranks) {
     r.child = {} as ChildProcess;

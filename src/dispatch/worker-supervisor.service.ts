@@ -11,6 +11,7 @@ import {
 } from '@nestjs/common';
 import type { Subscription } from 'rxjs';
 import { Clock } from '../common/clock';
+import { Readiness } from '../common/readiness';
 import { backoffMs } from '../common/backoff';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
@@ -119,6 +120,9 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   private readonly held: HeldIndex;
   readonly claims?: MemoryClaims;
   private changes?: Subscription;
+  /** The ranks whose first worker has neither come up nor died yet. */
+  private readonly starting: Set<number>;
+  private firstStartsOver!: () => void;
 
   constructor(
     private readonly config: AppConfig,
@@ -126,8 +130,18 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     private readonly clock: Clock,
     private readonly store: MetaStore,
     workerClaims: WorkerClaims,
+    readiness: Readiness,
   ) {
     this.ranks = Array.from({ length: config.encoder.dpSize }, (_, r) => new Rank(r));
+    this.starting = new Set(this.ranks.map((r) => r.rank));
+    // As SGLang's and vLLM's DP front ends do, serve once every worker has started, so that
+    // a new instance (a rolling restart's) does not take its share of the callers on a part
+    // of its workers. A worker that dies before it comes up ends its rank's wait too: a
+    // crash-looping rank leaves the instance serving, degraded, on the others.
+    readiness.require(
+      'DP workers',
+      new Promise<void>((resolve) => (this.firstStartsOver = resolve)),
+    );
     this.held = new HeldIndex(config.timeouts.sendTimeoutMs);
     // The workers' cache claims, when no shared bucket holds them: one owner per key across ranks.
     this.claims = workerClaims.claims;
@@ -195,6 +209,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       if (r.child !== child) return;
       r.ready = true;
       this.logger.log({ dp_rank: r.rank, pid: child.pid }, `DP worker rank=${r.rank} is ready`);
+      this.firstStartOver(r);
     });
     channel.handle('meta', (m) => this.mirror(r, child.pid, m));
     const claims = this.claims;
@@ -255,6 +270,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     r.child = undefined;
     r.lastExitCode = exitCode;
     r.channel?.close(`DP worker rank=${r.rank} exited`);
+    this.firstStartOver(r);
     const failers = [...r.failers];
     r.failers.clear();
     for (const fail of failers) fail(exitCode);
@@ -291,6 +307,11 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       this.spawn(r);
     }, delay);
     this.timers.add(timer);
+  }
+
+  private firstStartOver(r: Rank): void {
+    if (!this.starting.delete(r.rank) || this.starting.size > 0) return;
+    this.firstStartsOver();
   }
 
   /**

@@ -2,6 +2,7 @@ import { Errors } from '../common/errors/error-catalogue';
 import { headers } from '@nats-io/transport-node';
 import { NatsContext, Server, type CustomTransportStrategy } from '@nestjs/microservices';
 import { AppConfig } from '../config/app-config';
+import { Readiness } from '../common/readiness';
 import { ParentLink } from './parent-link';
 import { instanceRankSubjectFor } from './subjects';
 import { contextFromNats, withContext } from '../tracing/tracing';
@@ -38,14 +39,17 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
   constructor(
     private readonly link: ParentLink,
     private readonly config: AppConfig,
+    private readonly readiness: Readiness,
   ) {
     super();
   }
 
   listen(callback: () => void): void {
     this.link.handle('rpc', (payload) => this.call(payload));
-    // Calls may come from now on: tell the supervisor (NATS may still be connecting).
-    this.link.ready();
+    // Tell the supervisor once this worker's conditions hold (its models loaded, its store
+    // open), so that it sends no call to a worker still loading; not its NATS subscriptions
+    // (NATS may be down, and HTTP encodes go on through the supervisor then).
+    void this.readiness.whenReady().then(() => this.link.ready());
     callback();
   }
 

@@ -48,8 +48,9 @@ import { InstanceSubjects, WorkerSubjects } from './served-subjects';
     },
     {
       provide: IpcRpcServer,
-      inject: [ParentLink, AppConfig],
-      useFactory: (link: ParentLink, config: AppConfig) => new IpcRpcServer(link, config),
+      inject: [ParentLink, AppConfig, Readiness],
+      useFactory: (link: ParentLink, config: AppConfig, readiness: Readiness) =>
+        new IpcRpcServer(link, config, readiness),
     },
   ],
   exports: [NatsConnectionService, EpdNatsServer, NatsForwarder, ParentLink, IpcRpcServer],
