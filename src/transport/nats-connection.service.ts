@@ -7,6 +7,7 @@ import { backoffMs, sleep } from '../common/backoff';
 import { AppConfig } from '../config/app-config';
 import { natsConnectionOptions } from './nats-options';
 import { StreamedReplies } from './streamed-replies';
+import { encodeNatsProtocolWithBuffer } from './utf8';
 
 export type NatsState = 'connecting' | 'connected' | 'reconnecting' | 'closed';
 
@@ -30,6 +31,8 @@ export class NatsConnectionService implements OnModuleInit, OnApplicationShutdow
   constructor(private readonly config: AppConfig) {}
 
   onModuleInit(): void {
+    // Every message this process publishes has its protocol line encoded without TextEncoder.
+    encodeNatsProtocolWithBuffer();
     void this.connectLoop();
   }
 
