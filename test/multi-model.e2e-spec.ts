@@ -287,11 +287,13 @@ describe('several models in each DP worker (e2e, EPD_DP_SIZE=2)', () => {
     const admin = (await request(svc.url).get('/admin/encoder')).body as {
       models: { name: string; patch_size: number }[];
       ranks: unknown[];
+      missing: unknown[];
     };
     expect(admin.models.map((m) => [m.name, m.patch_size])).toEqual([
       ['qwen2-vl-2b-reference', 14],
       [Q3, 16],
     ]);
     expect(admin.ranks).toHaveLength(2);
+    expect(admin.missing).toEqual([]);
   });
 });

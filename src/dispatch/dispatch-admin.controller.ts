@@ -4,7 +4,14 @@ import { AdminTokenGuard } from '../common/auth/admin-token.guard';
 import { AppConfig } from '../config/app-config';
 import { preprocessingView, visionModelsOf } from '../config/model-dir';
 import { DpDispatcher } from './dp-dispatcher.service';
-import { WorkerSupervisor, type ThreadPlan, type WorkerView } from './worker-supervisor.service';
+import type { ThreadPlan } from './thread-plan';
+import { WorkerSupervisor, type WorkerView } from './worker-supervisor.service';
+
+/** A rank a view leaves out: not alive, or no answer over IPC in time (the reason says which). */
+interface RankMissing {
+  dp_rank: number;
+  reason: string;
+}
 
 /** The worker processes: pid, liveness, pending calls, staged bytes, restarts, last exit code. */
 @ApiTags('admin')
@@ -37,7 +44,8 @@ export class DispatchAdminController {
 
   /**
    * Each rank's batching scheduler counters (GET /admin/encoder of a single process), and
-   * the vision models every rank serves (the default first), as requests choose them.
+   * the vision models every rank serves (the default first), as requests choose them;
+   * `missing` names each rank left out, and why.
    */
   @Get('encoder')
   async encoder(): Promise<{
@@ -49,10 +57,15 @@ export class DispatchAdminController {
       max_pixels: number;
     }[];
     ranks: { dp_rank: number; stats: unknown }[];
+    missing: RankMissing[];
   }> {
-    const answers = await this.supervisor.gather('scheduler');
+    const { answers, missing } = await this.supervisor.ask('scheduler');
     const models = visionModelsOf(this.config.encoder).map(preprocessingView);
-    return { models, ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })) };
+    return {
+      models,
+      ranks: answers.map((a) => ({ dp_rank: a.rank, stats: a.value })),
+      missing,
+    };
   }
 
   /**
@@ -64,18 +77,26 @@ export class DispatchAdminController {
   async cache(): Promise<{
     claims_held?: number;
     ranks: { dp_rank: number; cache: unknown }[];
+    missing: RankMissing[];
   }> {
-    const answers = await this.supervisor.gather('cache');
+    const { answers, missing } = await this.supervisor.ask('cache');
     return {
       ...(this.supervisor.claims ? { claims_held: this.supervisor.claims.size } : {}),
       ranks: answers.map((a) => ({ dp_rank: a.rank, cache: a.value })),
+      missing,
     };
   }
 
-  /** Purges every rank's cache. */
+  /** Purges every rank's cache; `missing` names the ranks that were not purged, and why. */
   @Delete('cache')
-  async purgeCache(): Promise<{ ranks: { dp_rank: number; purged: number }[] }> {
-    const answers = await this.supervisor.gather('cache_purge');
-    return { ranks: answers.map((a) => ({ dp_rank: a.rank, purged: a.value.purged })) };
+  async purgeCache(): Promise<{
+    ranks: { dp_rank: number; purged: number }[];
+    missing: RankMissing[];
+  }> {
+    const { answers, missing } = await this.supervisor.ask('cache_purge');
+    return {
+      ranks: answers.map((a) => ({ dp_rank: a.rank, purged: a.value.purged })),
+      missing,
+    };
   }
 }

@@ -9,7 +9,8 @@ import type { IpcChannel } from '../transport/ipc-channel';
 import type { IpcCall } from '../transport/ipc-rpc.server';
 import { DpDispatcher, mergeRankAnswers } from './dp-dispatcher.service';
 import { WorkerClaims } from './worker-claims.providers';
-import { WorkerSupervisor, threadPlan } from './worker-supervisor.service';
+import { threadPlan } from './thread-plan';
+import { WorkerSupervisor } from './worker-supervisor.service';
 import type { EncodeRequest } from '../encoder/encode-request.schema';
 
 interface Call {
@@ -244,5 +245,27 @@ describe('threadPlan', () => {
       preprocessThreads: 2,
       explicit: { intraOpThreads: true, preprocessThreads: true },
     });
+  });
+});
+
+describe('WorkerSupervisor.ask', () => {
+  it('answers with every rank that answered, and names each one left out and why', async () => {
+    const { supervisor } = setup();
+    const [r0, r1] = supervisor.ranks;
+    r0!.channel = {
+      request: () => Promise.resolve({ batches: 3 }),
+    } as unknown as IpcChannel;
+    r1!.channel = {
+      request: () => Promise.reject(new Error('IPC scheduler got no answer within 1000 ms')),
+    } as unknown as IpcChannel;
+    expect(await supervisor.ask('scheduler')).toEqual({
+      answers: [{ rank: 0, value: { batches: 3 } }],
+      missing: [{ dp_rank: 1, reason: 'IPC scheduler got no answer within 1000 ms' }],
+    });
+    r1!.ready = false; // dead, or not started yet
+    expect((await supervisor.ask('scheduler')).missing).toEqual([
+      { dp_rank: 1, reason: 'not alive' },
+    ]);
+    expect(await supervisor.gather('scheduler')).toEqual([{ rank: 0, value: { batches: 3 } }]);
   });
 });

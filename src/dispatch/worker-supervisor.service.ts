@@ -23,6 +23,7 @@ import { serveClaimCall, type MemoryClaims } from '../cache/claims';
 import { WorkerClaims } from './worker-claims.providers';
 import { HeldIndex } from './held-index';
 import { IpcChannel } from '../transport/ipc-channel';
+import { threadPlan, type ThreadPlan } from './thread-plan';
 import type { IpcReportTopic, IpcTopics } from '../transport/ipc-topics';
 
 /** The built service entry point; each worker runs it with EPD_DP_WORKER=1. */
@@ -31,35 +32,6 @@ const WORKER_MAIN = join(__dirname, '..', 'main.js');
 const STABLE_MS = 30_000;
 const IPC_TIMEOUT_MS = 1000;
 const EX_CONFIG = 78;
-
-/** ONNX Runtime and preprocessing threads per worker, so N workers do not oversubscribe. */
-export interface ThreadPlan {
-  cores: number;
-  intraOpThreads: number;
-  preprocessThreads: number;
-  /** Whether each came from the operator's environment rather than from the core count. */
-  explicit: { intraOpThreads: boolean; preprocessThreads: boolean };
-}
-
-/**
- * Threads per worker: the cores shared evenly between the workers for ONNX Runtime's
- * intra-op pool (at least one each), one preprocessing thread each, unless the operator
- * set EPD_INTRA_OP_THREADS / EPD_PREPROCESS_THREADS (then theirs, per worker).
- */
-export function threadPlan(
-  dpSize: number,
-  cores: number,
-  env: Record<string, string | undefined>,
-): ThreadPlan {
-  const intra = env.EPD_INTRA_OP_THREADS;
-  const pre = env.EPD_PREPROCESS_THREADS;
-  return {
-    cores,
-    intraOpThreads: intra ? Number(intra) : Math.max(1, Math.floor(cores / dpSize)),
-    preprocessThreads: pre ? Number(pre) : 1,
-    explicit: { intraOpThreads: Boolean(intra), preprocessThreads: Boolean(pre) },
-  };
-}
 
 /** One DP rank: the slot a worker process fills, and refills after it dies. */
 export class Rank {
@@ -359,16 +331,36 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   async gather<K extends IpcReportTopic>(
     type: K,
   ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]> {
-    const answers = await Promise.all(
+    return (await this.ask(type)).answers;
+  }
+
+  /**
+   * Asks every worker over IPC: the answers, and for each rank without one, why (not
+   * alive, or no answer within IPC_TIMEOUT_MS), so that a view of the ranks says which it
+   * leaves out instead of looking complete.
+   */
+  async ask<K extends IpcReportTopic>(
+    type: K,
+  ): Promise<{
+    answers: { rank: number; value: IpcTopics[K]['reply'] }[];
+    missing: { dp_rank: number; reason: string }[];
+  }> {
+    const asked = await Promise.all(
       this.ranks.map(async (r) => {
-        if (!r.alive || !r.channel) return undefined;
-        const value = await r.channel
-          .request(type, undefined as IpcTopics[K]['request'], IPC_TIMEOUT_MS)
-          .catch(() => undefined);
-        return value === undefined ? undefined : { rank: r.rank, value };
+        if (!r.alive || !r.channel) return { rank: r.rank, reason: 'not alive' };
+        return r.channel.request(type, undefined as IpcTopics[K]['request'], IPC_TIMEOUT_MS).then(
+          (value) => ({ rank: r.rank, value }),
+          (err: unknown) => ({ rank: r.rank, reason: (err as Error).message }),
+        );
       }),
     );
-    return answers.filter((a) => a !== undefined);
+    const answers: { rank: number; value: IpcTopics[K]['reply'] }[] = [];
+    const missing: { dp_rank: number; reason: string }[] = [];
+    for (const a of asked) {
+      if ('value' in a) answers.push(a);
+      else missing.push({ dp_rank: a.rank, reason: a.reason });
+    }
+    return { answers, missing };
   }
 
   /** Stops respawning, SIGTERMs every worker, SIGKILLs the ones left when the grace ends. */
