@@ -5,13 +5,7 @@ import { AppConfig } from '../config/app-config';
 import { preprocessingView, visionModelsOf } from '../config/model-dir';
 import { DpDispatcher } from './dp-dispatcher.service';
 import type { ThreadPlan } from './thread-plan';
-import { WorkerSupervisor, type WorkerView } from './worker-supervisor.service';
-
-/** A rank a view leaves out: not alive, or no answer over IPC in time (the reason says which). */
-interface RankMissing {
-  dp_rank: number;
-  reason: string;
-}
+import { WorkerSupervisor, type RankMissing, type WorkerView } from './worker-supervisor.service';
 
 /** The worker processes: pid, liveness, pending calls, staged bytes, restarts, last exit code. */
 @ApiTags('admin')

@@ -58,6 +58,12 @@ export class Rank {
   }
 }
 
+/** A rank a view leaves out: not alive, or no answer over IPC in time (the reason says which). */
+export interface RankMissing {
+  dp_rank: number;
+  reason: string;
+}
+
 export interface WorkerView {
   dp_rank: number;
   pid: number | null;
@@ -343,7 +349,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     type: K,
   ): Promise<{
     answers: { rank: number; value: IpcTopics[K]['reply'] }[];
-    missing: { dp_rank: number; reason: string }[];
+    missing: RankMissing[];
   }> {
     const asked = await Promise.all(
       this.ranks.map(async (r) => {
@@ -355,7 +361,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       }),
     );
     const answers: { rank: number; value: IpcTopics[K]['reply'] }[] = [];
-    const missing: { dp_rank: number; reason: string }[] = [];
+    const missing: RankMissing[] = [];
     for (const a of asked) {
       if ('value' in a) answers.push(a);
       else missing.push({ dp_rank: a.rank, reason: a.reason });

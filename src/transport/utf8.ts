@@ -18,12 +18,12 @@ export const utf8 = (text: string): Uint8Array => Buffer.from(text, 'utf8');
  * per message, on every answer this process sends. Its `encode` becomes `utf8`, with the
  * same bytes (the unit test compares them, and fails if the pinned version no longer has
  * `TE`). Only the TCP transport is used here, which writes a Uint8Array as it is; nats.js
- * copies or concatenates what it encodes, and keeps no ArrayBuffer of it. Measured on the
- * shed path of an overloaded process: bench/results/overload.md. Idempotent.
+ * copies or concatenates what it encodes, and keeps no ArrayBuffer of it. Idempotent.
  */
 export function encodeNatsProtocolWithBuffer(): void {
   if (TE.encode === encodeProtocol) return;
   Object.defineProperty(TE, 'encode', { value: encodeProtocol, configurable: true });
 }
 
-const encodeProtocol = (text = ''): Uint8Array => Buffer.from(text, 'utf8');
+/** `utf8`, with TextEncoder's empty default for no argument. */
+const encodeProtocol = (text = ''): Uint8Array => utf8(text);
