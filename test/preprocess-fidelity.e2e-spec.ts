@@ -1,8 +1,9 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import sharp from 'sharp';
 import { projectRoot } from '../src/common/fs/project-root';
 
@@ -21,10 +22,49 @@ const MIN_PIXELS = 3136;
 const MAX_PIXELS = 1003520;
 const QWEN3_VL_DIR = join(projectRoot(), 'models', 'qwen3-vl-4b-reference');
 const dir = mkdtempSync(join(tmpdir(), 'epd-fidelity-'));
+
+/**
+ * Every case spawns our CLI and then the Python port, each a process that starts, loads
+ * its libraries and exits: one after the other, the suite kept one core busy for about 70
+ * s, mostly in start-ups. Each case's pair therefore runs as soon as the file is loaded,
+ * as many cases at once as there are cores (two here), and each test awaits its own case
+ * and asserts what it asserted before. A failed case fails its own test only.
+ */
+const execFileAsync = promisify(execFile);
+const AT_ONCE = Math.max(1, Math.min(2, availableParallelism()));
+let running = 0;
+const waiting: (() => void)[] = [];
+const started: Promise<unknown>[] = [];
+function soon<T>(task: () => Promise<T>): Promise<T> {
+  const result = (async () => {
+    if (running >= AT_ONCE) await new Promise<void>((go) => waiting.push(go));
+    running++;
+    try {
+      return await task();
+    } finally {
+      running--;
+      waiting.shift()?.();
+    }
+  })();
+  // Settled before the directory goes; a rejection is its test's to report.
+  started.push(result.catch(() => undefined));
+  return result;
+}
+
 // The inputs and both sides' rows (about 1.4 GB over the whole corpus): gone with this file,
-// whatever fails. Left behind, 37 runs' worth filled the disk enough that JetStream refused a
-// benchmark's buckets ("insufficient storage resources available").
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+// whatever fails, once every case has ended. Left behind, 37 runs' worth filled the disk
+// enough that JetStream refused a benchmark's buckets ("insufficient storage resources
+// available").
+afterAll(async () => {
+  await Promise.allSettled(started);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A Python port's JSON output. */
+async function python<T>(args: string[]): Promise<T> {
+  const { stdout } = await execFileAsync(PYTHON, args, { maxBuffer: 16 * 1024 * 1024 });
+  return JSON.parse(stdout) as T;
+}
 
 /** What the epd-embed CLI reports of the rows it wrote. */
 interface Patches {
@@ -38,12 +78,13 @@ interface Patches {
  * the worker threads run, outside Jest's realm, where typed-array loops that call Math
  * builtins are not optimised): the rows of `files` written to `out`, and its JSON report.
  */
-function ourPatches(files: string[], args: string[], out: string): string {
-  return execFileSync(
+async function ourPatches(files: string[], args: string[], out: string): Promise<Patches> {
+  const { stdout } = await execFileAsync(
     process.execPath,
     ['dist/cli/embed.js', ...files, ...args, '--patches', out],
-    { maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] },
-  ).toString();
+    { maxBuffer: 64 * 1024 * 1024 },
+  );
+  return JSON.parse(stdout) as Patches;
 }
 
 /** A family's configuration of the processor, as each side is told it. */
@@ -92,20 +133,31 @@ async function photo(w: number, h: number): Promise<sharp.Sharp> {
   return sharp(base, { raw: { width: w, height: h, channels: 3 } });
 }
 
-function compare(name: string, file: Buffer, family: Family = QWEN2_VL): Diff {
+/** Both sides' patches of one image (started by `soon`; asserted by `checked`). */
+interface Compared {
+  pre: Patches;
+  diff: Diff;
+  family: Family;
+}
+
+async function compare(name: string, file: Buffer, family: Family = QWEN2_VL): Promise<Compared> {
   const path = join(dir, name);
   writeFileSync(path, file);
   const ours = join(dir, `${name}.npy`);
-  const pre = JSON.parse(ourPatches([path], family.ours, ours)) as Patches;
-  const out = execFileSync(PYTHON, [
+  const pre = await ourPatches([path], family.ours, ours);
+  const diff = await python<Diff>([
     'test/interop/qwen2vl_reference.py',
     ...family.reference,
     ours,
     String(family.pixels[0]),
     String(family.pixels[1]),
     path,
-  ]).toString();
-  const diff = JSON.parse(out) as Diff;
+  ]);
+  return { pre, diff, family };
+}
+
+/** Same grids and row counts on both sides; the difference, for the test's bounds. */
+function checked({ pre, diff, family }: Compared): Diff {
   expect(diff.grids).toEqual(pre.grids);
   expect(pre.shape).toEqual([diff.rows[1], family.patchDim]);
   expect(diff.rows[0]).toBe(diff.rows[1]);
@@ -179,8 +231,14 @@ describe("image preprocessing matches a port of transformers' Qwen2VLImageProces
     process.stdout.write(`max / mean / p99.9 |diff| vs the reference:\n${stats.join('\n')}\n`);
   });
 
-  it.each(CASES)('%s', async (name, make, kind) => {
-    const d = compare(name.replace(/\W+/g, '_'), await make());
+  const cases = new Map(
+    CASES.map(([name, make]) => [
+      name,
+      soon(async () => compare(name.replace(/\W+/g, '_'), await make())),
+    ]),
+  );
+  it.each(CASES)('%s', async (name, _make, kind) => {
+    const d = checked(await cases.get(name)!);
     stats.push(
       `  ${name}: ${d.max.toExponential(2)} / ${d.mean.toExponential(2)} / ${d.p999.toExponential(2)}`,
     );
@@ -223,9 +281,18 @@ describe("image preprocessing matches the same port configured by Qwen3-VL-4B-In
   // The same corpus under this checkpoint's bounds (at least 65,536 pixels, so the small
   // images grow): which path a case takes follows from its size and the grid, by the
   // worker's rule (libvips when no side grows, the exact resampler otherwise).
-  it.each(CASES)('%s', async (name, make) => {
-    const file = await make();
-    const d = compare(`q3_${name.replace(/\W+/g, '_')}`, file, family);
+  const cases = new Map(
+    CASES.map(([name, make]) => [
+      name,
+      soon(async () => {
+        const file = await make();
+        return { file, compared: await compare(`q3_${name.replace(/\W+/g, '_')}`, file, family) };
+      }),
+    ]),
+  );
+  it.each(CASES)('%s', async (name) => {
+    const { file, compared } = await cases.get(name)!;
+    const d = checked(compared);
     const meta = await sharp(file).metadata();
     const turned = (meta.orientation ?? 1) >= 5;
     const [srcH, srcW] = turned ? [meta.width, meta.height] : [meta.height, meta.width];
@@ -272,22 +339,29 @@ describe("InternVL tiling matches a port of transformers' GotOcr2ImageProcessor 
     ['tie square 900x900', async () => (await photo(900, 900)).png().toBuffer(), 'shrunk'],
     ['tie square 1200x1200', async () => (await photo(1200, 1200)).png().toBuffer(), 'shrunk'],
   ];
-  it.each([...CASES, ...TIED])('%s', async (name, make) => {
-    const file = await make();
-    const base = `ivl_${name.replace(/\W+/g, '_')}`;
-    const path = join(dir, base);
-    writeFileSync(path, file);
-    const ours = join(dir, `${base}.npy`);
-    const pre = JSON.parse(ourPatches([path], ['--model-dir', INTERNVL_DIR], ours)) as Patches;
-    const d = JSON.parse(
-      execFileSync(PYTHON, [
-        'test/interop/internvl_reference.py',
-        '--config',
-        join(INTERNVL_DIR, 'preprocessor_config.json'),
-        ours,
-        path,
-      ]).toString(),
-    ) as TiledDiff;
+  const cases = new Map(
+    [...CASES, ...TIED].map(([name, make]) => [
+      name,
+      soon(async () => {
+        const file = await make();
+        const base = `ivl_${name.replace(/\W+/g, '_')}`;
+        const path = join(dir, base);
+        writeFileSync(path, file);
+        const ours = join(dir, `${base}.npy`);
+        const pre = await ourPatches([path], ['--model-dir', INTERNVL_DIR], ours);
+        const d = await python<TiledDiff>([
+          'test/interop/internvl_reference.py',
+          '--config',
+          join(INTERNVL_DIR, 'preprocessor_config.json'),
+          ours,
+          path,
+        ]);
+        return { file, pre, d };
+      }),
+    ]),
+  );
+  it.each([...CASES, ...TIED])('%s', async (name) => {
+    const { file, pre, d } = await cases.get(name)!;
     const tiles = d.tiles[0]!;
     expect(d.rows).toEqual([tiles, tiles]);
     expect(pre.shape).toEqual([tiles, 3 * 448 * 448]);
@@ -314,44 +388,43 @@ describe("Qwen3-VL video matches a port of transformers' Qwen3VLVideoProcessor, 
     process.stdout.write(`Qwen3-VL video: grid, max / mean / p99.9 |diff|:\n${stats.join('\n')}\n`);
   });
 
-  /** Our patches (the CLI, as built) and the port's, for the same frame files. */
-  function compareVideo(name: string, frames: Buffer[]) {
+  interface VideoDiff {
+    grid?: number[];
+    rows?: number[];
+    max: number;
+    mean: number;
+    p999: number;
+    error?: string;
+  }
+
+  /** Our patches (the CLI, as built; or why it refused) and the port's, for the same frames. */
+  async function compareVideo(name: string, frames: Buffer[]) {
     const paths = frames.map((f, i) => {
       const path = join(dir, `q3v_${name}_${i}.png`);
       writeFileSync(path, f);
       return path;
     });
     const ours = join(dir, `q3v_${name}.npy`);
-    const run = () => ourPatches(paths, ['--modality', 'video', '--model-dir', QWEN3_VL_DIR], ours);
     let pre: Patches | undefined;
     let refused = '';
     try {
-      pre = JSON.parse(run()) as Patches;
+      pre = await ourPatches(paths, ['--modality', 'video', '--model-dir', QWEN3_VL_DIR], ours);
     } catch (err) {
-      refused = String((err as { stderr?: Buffer }).stderr ?? err);
+      refused = String((err as { stderr?: string }).stderr ?? err);
     }
-    const ref = JSON.parse(
-      execFileSync(PYTHON, [
-        'test/interop/qwen3vl_video_reference.py',
-        videoConfig,
-        ours,
-        ...paths,
-      ]).toString(),
-    ) as {
-      grid?: number[];
-      rows?: number[];
-      max: number;
-      mean: number;
-      p999: number;
-      error?: string;
-    };
+    const ref = await python<VideoDiff>([
+      'test/interop/qwen3vl_video_reference.py',
+      videoConfig,
+      ours,
+      ...paths,
+    ]);
     return { pre, refused, ref };
   }
 
   const frames = async (n: number, make: () => Promise<sharp.Sharp>) =>
     Promise.all(Array.from({ length: n }, async () => (await make()).png().toBuffer()));
 
-  it.each([
+  const VIDEOS = [
     // [name, frames, width, height, what the resize does]
     ['4 frames 640x480 (the grid as it is)', 4, 640, 480, 'identical'],
     ['3 frames 333x517 (odd: the last repeated)', 3, 333, 517, 'shrunk'],
@@ -359,11 +432,22 @@ describe("Qwen3-VL video matches a port of transformers' Qwen3VLVideoProcessor, 
     // frame, where the image processor's (16,777,216 an image) would keep 736×1280.
     ['30 frames 1280x720 (over the bounds: every frame counts)', 30, 1280, 720, 'shrunk'],
     ['2 frames 20x30 (a side under 32: scaled up first)', 2, 20, 30, 'identical'],
-  ] as const)('%s', async (name, n, w, h, kind) => {
-    const { pre, ref } = compareVideo(
-      name.replace(/\W+/g, '_'),
-      await frames(n, () => (n === 4 ? Promise.resolve(noise(w, h, 3)) : photo(w, h))),
-    );
+  ] as const;
+  const cases = new Map(
+    VIDEOS.map(([name, n, w, h]) => [
+      name,
+      soon(async () =>
+        compareVideo(
+          name.replace(/\W+/g, '_'),
+          await frames(n, () => (n === 4 ? Promise.resolve(noise(w, h, 3)) : photo(w, h))),
+        ),
+      ),
+    ]),
+  );
+  const single = soon(async () => compareVideo('one', await frames(1, () => photo(64, 64))));
+
+  it.each(VIDEOS)('%s', async (name, n, _w, _h, kind) => {
+    const { pre, ref } = await cases.get(name)!;
     expect(pre).toBeDefined();
     expect(pre!.grids).toEqual([ref.grid]);
     expect(ref.rows![0]).toBe(ref.rows![1]);
@@ -376,7 +460,7 @@ describe("Qwen3-VL video matches a port of transformers' Qwen3VLVideoProcessor, 
   });
 
   it('one frame is refused by both: fewer than the temporal factor', async () => {
-    const { pre, refused, ref } = compareVideo('one', await frames(1, () => photo(64, 64)));
+    const { pre, refused, ref } = await single;
     expect(pre).toBeUndefined();
     expect(refused).toContain('a video needs at least 2 frames here, it has 1');
     expect(ref.error).toContain('must be larger than temporal_factor:2');
@@ -386,30 +470,41 @@ describe("Qwen3-VL video matches a port of transformers' Qwen3VLVideoProcessor, 
 describe("InternVL video matches a port of transformers' InternVLVideoProcessor, read at commit 01841b34, configured by the checkpoint's video_preprocessor_config.json (Pillow's resize)", () => {
   const videoConfig = join(INTERNVL_DIR, 'video_preprocessor_config.json');
 
-  it.each([
+  const VIDEOS = [
     ['3 frames 640x480 (each shrunk to one tile)', 3, 640, 480, 'shrunk'],
     ['2 frames 300x200 (each grown to one tile)', 2, 300, 200, 'identical'],
-  ] as const)('%s', async (name, n, w, h, kind) => {
-    const paths = await Promise.all(
-      Array.from({ length: n }, async (_, i) => {
-        const path = join(dir, `ivlv_${name.replace(/\W+/g, '_')}_${i}.png`);
-        writeFileSync(path, await (await photo(w, h)).png().toBuffer());
-        return path;
+  ] as const;
+  const cases = new Map(
+    VIDEOS.map(([name, n, w, h]) => [
+      name,
+      soon(async () => {
+        const paths = await Promise.all(
+          Array.from({ length: n }, async (_, i) => {
+            const path = join(dir, `ivlv_${name.replace(/\W+/g, '_')}_${i}.png`);
+            writeFileSync(path, await (await photo(w, h)).png().toBuffer());
+            return path;
+          }),
+        );
+        const ours = join(dir, `ivlv_${name.replace(/\W+/g, '_')}.npy`);
+        const pre = await ourPatches(
+          paths,
+          ['--modality', 'video', '--model-dir', INTERNVL_DIR],
+          ours,
+        );
+        const d = await python<TiledDiff>([
+          'test/interop/internvl_reference.py',
+          '--video',
+          videoConfig,
+          ours,
+          ...paths,
+        ]);
+        return { pre, d };
       }),
-    );
-    const ours = join(dir, `ivlv_${name.replace(/\W+/g, '_')}.npy`);
-    const pre = JSON.parse(
-      ourPatches(paths, ['--modality', 'video', '--model-dir', INTERNVL_DIR], ours),
-    ) as Patches;
-    const d = JSON.parse(
-      execFileSync(PYTHON, [
-        'test/interop/internvl_reference.py',
-        '--video',
-        videoConfig,
-        ours,
-        ...paths,
-      ]).toString(),
-    ) as TiledDiff;
+    ]),
+  );
+
+  it.each(VIDEOS)('%s', async (name, n, _w, _h, kind) => {
+    const { pre, d } = await cases.get(name)!;
     // One tile a frame: the grid [frames, 32, 32], 256 tokens a frame.
     expect(pre.grids).toEqual([[n, 32, 32]]);
     expect(pre.tokens).toBe(n * 256);
