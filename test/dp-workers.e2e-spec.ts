@@ -328,6 +328,8 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
     expect(metrics).toMatch(/epd_encoder_requests_total\{[^}]*dp_rank="1"[^}]*\} [1-9]/);
     expect(metrics).toMatch(/epd_encoder_dp_workers\{state="alive"\} 2/);
     expect(metrics).toMatch(/epd_encoder_dp_dispatched_total\{dp_rank="0"\} [1-9]/);
+    expect(metrics).toMatch(/^epd_encoder_dp_metrics_scraped\{dp_rank="0"\} 1$/m);
+    expect(metrics).toMatch(/^epd_encoder_dp_metrics_scraped\{dp_rank="1"\} 1$/m);
     // Every catalogued family, the supervisor's own included (the cache is off here).
     const exported = new Set([...metrics.matchAll(/^# TYPE (epd_\w+) /gm)].map((m) => m[1]));
     const expected = Object.entries(METRICS as Record<string, MetricSpec>)
@@ -400,8 +402,17 @@ describe('DP workers: EPD_DP_SIZE=2 under one supervisor (e2e)', () => {
       });
       expect(d.at - killedAt).toBeLessThan(1000);
     }
-    media.release(); // the survivor's held calls (if any) settle: it has room again
+    // A scrape while it is down (its respawn takes seconds: a process, Nest, the models)
+    // says that its series are left out, rank by rank.
     const survivor = 1 - victim;
+    const scraped = await (await fetch(`${svc.url}/metrics`)).text();
+    expect(scraped).toMatch(
+      new RegExp(`^epd_encoder_dp_metrics_scraped\\{dp_rank="${victim}"\\} 0$`, 'm'),
+    );
+    expect(scraped).toMatch(
+      new RegExp(`^epd_encoder_dp_metrics_scraped\\{dp_rank="${survivor}"\\} 1$`, 'm'),
+    );
+    media.release(); // the survivor's held calls (if any) settle: it has room again
     expect(await waitFor(async () => (await workers()).workers[survivor]!.pending === 0)).toBe(
       true,
     );

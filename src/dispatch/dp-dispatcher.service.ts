@@ -9,7 +9,7 @@ import { isErrorMeta } from '../meta-registry/meta.schema';
 import { MetaRegistry } from '../meta-registry/meta-registry.service';
 import type { Owner } from '../meta-registry/meta-store';
 import { ReqStateStore } from '../requests/req-state.store';
-import { LocalRanks } from '../routing/local-ranks';
+import { LocalRanks, type RanksAsked } from '../routing/local-ranks';
 import type { IpcCall } from '../transport/ipc-rpc.server';
 import { DpType } from '../transport/subjects';
 import { WorkerSupervisor, type Rank } from './worker-supervisor.service';
@@ -139,6 +139,10 @@ export class DpDispatcher extends LocalRanks {
     type: K,
   ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]> {
     return this.supervisor.gather(type);
+  }
+
+  override ask<K extends IpcReportTopic>(type: K): Promise<RanksAsked<IpcTopics[K]['reply']>> {
+    return this.supervisor.ask(type);
   }
 
   private callRank<T>(

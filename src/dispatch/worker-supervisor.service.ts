@@ -25,6 +25,7 @@ import { HeldIndex } from './held-index';
 import { IpcChannel } from '../transport/ipc-channel';
 import { threadPlan, type ThreadPlan } from './thread-plan';
 import type { IpcReportTopic, IpcTopics } from '../transport/ipc-topics';
+import type { RankMissing, RanksAsked } from '../routing/local-ranks';
 
 /** The built service entry point; each worker runs it with EPD_DP_WORKER=1. */
 const WORKER_MAIN = join(__dirname, '..', 'main.js');
@@ -58,11 +59,7 @@ export class Rank {
   }
 }
 
-/** A rank a view leaves out: not alive, or no answer over IPC in time (the reason says which). */
-export interface RankMissing {
-  dp_rank: number;
-  reason: string;
-}
+export type { RankMissing } from '../routing/local-ranks';
 
 export interface WorkerView {
   dp_rank: number;
@@ -345,12 +342,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
    * alive, or no answer within IPC_TIMEOUT_MS), so that a view of the ranks says which it
    * leaves out instead of looking complete.
    */
-  async ask<K extends IpcReportTopic>(
-    type: K,
-  ): Promise<{
-    answers: { rank: number; value: IpcTopics[K]['reply'] }[];
-    missing: RankMissing[];
-  }> {
+  async ask<K extends IpcReportTopic>(type: K): Promise<RanksAsked<IpcTopics[K]['reply']>> {
     const asked = await Promise.all(
       this.ranks.map(async (r) => {
         if (!r.alive || !r.channel) return { rank: r.rank, reason: 'not alive' };

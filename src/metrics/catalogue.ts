@@ -468,6 +468,13 @@ export const METRICS = spec({
     sglang: 'none',
     only: 'DP supervisor (EPD_DP_SIZE > 1)',
   },
+  epd_encoder_dp_metrics_scraped: {
+    type: 'gauge',
+    help: "Whether this scrape of the supervisor's /metrics holds each DP worker's series: 1 if it does, 0 if the worker was not alive or did not answer over IPC within 1 s (its series are then absent from this scrape, not zero)",
+    labels: ['dp_rank'],
+    sglang: 'none',
+    only: 'DP supervisor (EPD_DP_SIZE > 1)',
+  },
   epd_encoder_dp_worker_restarts_total: {
     type: 'counter',
     help: 'DP worker respawns after a death',

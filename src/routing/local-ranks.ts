@@ -32,6 +32,21 @@ export abstract class LocalRanks {
   abstract gather<K extends IpcReportTopic>(
     type: K,
   ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]>;
+
+  /** As gather, and for each rank without an answer, why: a view then says what it leaves out. */
+  abstract ask<K extends IpcReportTopic>(type: K): Promise<RanksAsked<IpcTopics[K]['reply']>>;
+}
+
+/** A rank a view leaves out: not alive, or no answer over IPC in time (the reason says which). */
+export interface RankMissing {
+  dp_rank: number;
+  reason: string;
+}
+
+/** Every rank asked: the answers, and the ranks without one. */
+export interface RanksAsked<T> {
+  answers: { rank: number; value: T }[];
+  missing: RankMissing[];
 }
 
 /** A process without DP workers: no rank owns anything, nothing to gather. */
@@ -48,6 +63,10 @@ export class NoLocalRanks extends LocalRanks {
 
   gather(): Promise<never[]> {
     return Promise.resolve([]);
+  }
+
+  ask(): Promise<RanksAsked<never>> {
+    return Promise.resolve({ answers: [], missing: [] });
   }
 }
 
