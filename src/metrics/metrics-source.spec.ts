@@ -8,7 +8,7 @@ async function supervisorRanks(): Promise<LocalRanks> {
   worker.setDefaultLabels({ dp_rank: '0' });
   new Counter({ name: 'epd_test_calls_total', help: 'calls', registers: [worker] }).inc(3);
   const asked: RanksAsked<MetricsJson> = {
-    answers: [{ rank: 0, value: (await worker.getMetricsAsJSON()) }],
+    answers: [{ rank: 0, value: await worker.getMetricsAsJSON() }],
     missing: [{ dp_rank: 1, reason: 'no answer within 1000 ms' }],
   };
   return { active: true, ask: () => Promise.resolve(asked) } as unknown as LocalRanks;
