@@ -42,4 +42,24 @@ describe('Readiness', () => {
     expect(ready).toBe(false);
     expect(readiness.waitingFor).toEqual({ 'instance roster': 'bucket gone' });
   });
+
+  it('says what a pending condition waits for, tells listeners each settle, and names the first failure', async () => {
+    const readiness = new Readiness(new Clock());
+    const settles: string[] = [];
+    readiness.onChange(() => settles.push(JSON.stringify(readiness.waitingFor)));
+    let opened!: () => void;
+    let failLoad!: (err: Error) => void;
+    readiness.require('metadata store', new Promise<void>((r) => (opened = r)), () => 'bucket x');
+    readiness.require('model', new Promise<void>((_, reject) => (failLoad = reject)));
+    void readiness.whenReady();
+    expect(readiness.waitingFor).toEqual({ 'metadata store': 'bucket x', model: 'pending' });
+    expect(readiness.failed).toBeNull();
+    opened();
+    await flush();
+    failLoad(new Error('no such file'));
+    await flush();
+    expect(settles).toEqual(['{"model":"pending"}', '{"model":"no such file"}']);
+    expect(readiness.failed).toBe('model: no such file');
+    expect(readiness.ready).toBe(false);
+  });
 });

@@ -17,6 +17,8 @@ interface Condition {
   met: boolean;
   /** Why it is not met, once its promise rejected. */
   error?: string;
+  /** What it waits for while pending, when its provider can say more than "pending". */
+  detail?: () => string;
 }
 
 /**
@@ -48,9 +50,15 @@ export class Readiness {
 
   constructor(private readonly clock: Clock) {}
 
-  /** `met` resolves when `name` holds; if it rejects, the process never serves (health says why). */
-  require(name: string, met: Promise<unknown>): void {
-    const condition: Condition = { met: false };
+  /** Called each time a condition is met or fails (a DP worker reports its state to its supervisor). */
+  private readonly listeners: (() => void)[] = [];
+
+  /**
+   * `met` resolves when `name` holds; if it rejects, the process never serves (health says
+   * why). `detail` says what it waits for while pending, instead of "pending".
+   */
+  require(name: string, met: Promise<unknown>, detail?: () => string): void {
+    const condition: Condition = { met: false, detail };
     this.conditions.set(name, condition);
     this.allMet = false;
     const started = this.clock.elapsed();
@@ -62,11 +70,29 @@ export class Readiness {
           `${name}: ready`,
         );
         this.check();
+        this.changed();
       },
       (err: unknown) => {
         condition.error = (err as Error).message;
+        this.changed();
       },
     );
+  }
+
+  /** `listener` runs each time a condition is met or fails, from now on. */
+  onChange(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+
+  /** The first condition that failed, as `name: reason` (the process will never be ready), or null. */
+  get failed(): string | null {
+    for (const [name, c] of this.conditions)
+      if (c.error !== undefined) return `${name}: ${c.error}`;
+    return null;
   }
 
   private check(): void {
@@ -88,7 +114,8 @@ export class Readiness {
   /** The conditions not met yet, with the reason of those that failed. */
   get waitingFor(): Record<string, string> {
     const out: Record<string, string> = {};
-    for (const [name, c] of this.conditions) if (!c.met) out[name] = c.error ?? 'pending';
+    for (const [name, c] of this.conditions)
+      if (!c.met) out[name] = c.error ?? c.detail?.() ?? 'pending';
     return out;
   }
 

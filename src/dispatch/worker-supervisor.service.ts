@@ -12,6 +12,7 @@ import {
 import type { Subscription } from 'rxjs';
 import { Clock } from '../common/clock';
 import { Readiness } from '../common/readiness';
+import { FirstStarts } from './first-starts';
 import { backoffMs } from '../common/backoff';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
@@ -70,6 +71,8 @@ export interface WorkerView {
   staged_bytes: number | null;
   restarts: number;
   last_exit_code: number | null;
+  /** A live worker that is not ready: what it waits for, or which condition failed. */
+  not_ready: Record<string, string> | null;
 }
 
 /**
@@ -95,9 +98,8 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
   private readonly held: HeldIndex;
   readonly claims?: MemoryClaims;
   private changes?: Subscription;
-  /** The ranks whose first worker has neither come up nor died yet. */
-  private readonly starting: Set<number>;
-  private firstStartsOver!: () => void;
+  /** The first start of every rank: the supervisor serves once each is over (first-starts.ts). */
+  private readonly starts: FirstStarts;
 
   constructor(
     private readonly config: AppConfig,
@@ -108,15 +110,10 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     readiness: Readiness,
   ) {
     this.ranks = Array.from({ length: config.encoder.dpSize }, (_, r) => new Rank(r));
-    this.starting = new Set(this.ranks.map((r) => r.rank));
     // As SGLang's and vLLM's DP front ends do, serve once every worker has started, so that
     // a new instance (a rolling restart's) does not take its share of the callers on a part
-    // of its workers. A worker that dies before it comes up ends its rank's wait too: a
-    // crash-looping rank leaves the instance serving, degraded, on the others.
-    readiness.require(
-      'DP workers',
-      new Promise<void>((resolve) => (this.firstStartsOver = resolve)),
-    );
+    // of its workers.
+    this.starts = new FirstStarts(this.ranks.length, readiness);
     this.held = new HeldIndex(config.timeouts.sendTimeoutMs);
     // The workers' cache claims, when no shared bucket holds them: one owner per key across ranks.
     this.claims = workerClaims.claims;
@@ -184,7 +181,16 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       if (r.child !== child) return;
       r.ready = true;
       this.logger.log({ dp_rank: r.rank, pid: child.pid }, `DP worker rank=${r.rank} is ready`);
-      this.firstStartOver(r);
+      this.starts.ended(r.rank, true);
+    });
+    channel.handle('waiting', (w) => {
+      if (r.child !== child) return;
+      this.starts.waiting(r.rank, w);
+      if (w.failed)
+        this.logger.error(
+          { dp_rank: r.rank, pid: child.pid, failed: w.failed },
+          `DP worker rank=${r.rank} will not be ready: ${w.failed}`,
+        );
     });
     channel.handle('meta', (m) => this.mirror(r, child.pid, m));
     const claims = this.claims;
@@ -245,7 +251,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     r.child = undefined;
     r.lastExitCode = exitCode;
     r.channel?.close(`DP worker rank=${r.rank} exited`);
-    this.firstStartOver(r);
+    this.starts.ended(r.rank, true);
     const failers = [...r.failers];
     r.failers.clear();
     for (const fail of failers) fail(exitCode);
@@ -282,11 +288,6 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       this.spawn(r);
     }, delay);
     this.timers.add(timer);
-  }
-
-  private firstStartOver(r: Rank): void {
-    if (!this.starting.delete(r.rank) || this.starting.size > 0) return;
-    this.firstStartsOver();
   }
 
   /**
@@ -327,7 +328,13 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       staged_bytes: stats.get(r.rank)?.staged_bytes ?? null,
       restarts: r.restarts,
       last_exit_code: r.lastExitCode,
+      not_ready: this.notReady(r),
     }));
+  }
+
+  /** Why rank `r`'s live worker is not taking calls (its own report), or null. */
+  notReady(r: Rank): Record<string, string> | null {
+    return r.child && !r.ready ? this.starts.notReady(r.rank) : null;
   }
 
   /** Asks every live worker over IPC; a worker that does not answer in time is left out. */

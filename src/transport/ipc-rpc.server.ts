@@ -50,6 +50,15 @@ export class IpcRpcServer extends Server implements CustomTransportStrategy {
     // open), so that it sends no call to a worker still loading; not its NATS subscriptions
     // (NATS may be down, and HTTP encodes go on through the supervisor then).
     void this.readiness.whenReady().then(() => this.link.ready());
+    // Until then, what it waits for, at once and each time a condition is met or fails: the
+    // supervisor's /health/ready and /admin/workers say it, rank by rank (a model that does
+    // not load is named there, not only in this worker's log).
+    const report = () => {
+      if (!this.readiness.ready)
+        this.link.waiting(this.readiness.waitingFor, this.readiness.failed);
+    };
+    this.readiness.onChange(report);
+    report();
     callback();
   }
 

@@ -19,6 +19,17 @@ export interface IpcTopic<Request, Reply> {
 export interface IpcTopics {
   /** Worker → supervisor, once its handlers serve calls. */
   ready: IpcTopic<{ pid: number }, void>;
+  /** Worker → supervisor, while it is not ready: at start and each time a condition settles. */
+  waiting: IpcTopic<WorkerWaiting, void>;
+}
+
+/** What a worker that is not ready yet reports of itself (its own /health/ready's `waiting_for`). */
+export interface WorkerWaiting {
+  pid: number;
+  /** Each condition it waits for: `pending`, or why it failed. */
+  waiting_for: Record<string, string>;
+  /** The first condition that failed, `name: reason` (it will then never be ready), or null. */
+  failed: string | null;
 }
 
 /** A map of topics (IpcTopics, or a test's own). */

@@ -45,6 +45,11 @@ export class ParentLink implements OnModuleDestroy {
     this.channel?.notify('ready', { pid: process.pid });
   }
 
+  /** What this worker still waits for (or which condition failed), while it is not ready. */
+  waiting(waitingFor: Record<string, string>, failed: string | null): void {
+    this.channel?.notify('waiting', { pid: process.pid, waiting_for: waitingFor, failed });
+  }
+
   onModuleDestroy(): void {
     process.off('disconnect', this.onDisconnect);
     this.channel?.close('worker shutting down');
