@@ -59,7 +59,9 @@ describe('a DP supervisor says why its workers are not ready (e2e)', () => {
     const named = await waitFor(
       async () => {
         last = await ready(svc);
-        return Object.keys(last.body.error?.encoder?.not_ready ?? {}).length === 2;
+        // Each rank reports "pending" first, then the failure once its load fails.
+        const notReady = Object.values(last.body.error?.encoder?.not_ready ?? {});
+        return notReady.length === 2 && notReady.every((w) => w.model?.startsWith('Load model'));
       },
       30_000,
       50,
