@@ -75,7 +75,7 @@ describe('a DP supervisor says why its workers are not ready (e2e)', () => {
         model: expect.stringMatching(/^Load model from .*not-a-model\.onnx failed/) as string,
       });
     expect(encoder.error).toBe(
-      'No encoder DP worker is ready: 2 alive but not ready (not_ready says why), 0 dead.',
+      'No encoder DP worker is ready: 2 running but not ready (not_ready says why), 0 not running.',
     );
     // Both failed their start: the supervisor's own start is over (it waits for no rank).
     expect(last!.body.error!.serving?.waiting_for?.['DP workers']).toBeUndefined();

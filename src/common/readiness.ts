@@ -47,11 +47,10 @@ export class Readiness {
    * make the process ready before a provider made later has required its own.
    */
   private sealed = false;
-
-  constructor(private readonly clock: Clock) {}
-
   /** Called each time a condition is met or fails (a DP worker reports its state to its supervisor). */
   private readonly listeners: (() => void)[] = [];
+
+  constructor(private readonly clock: Clock) {}
 
   /**
    * `met` resolves when `name` holds; if it rejects, the process never serves (health says

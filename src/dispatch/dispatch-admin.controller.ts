@@ -5,7 +5,8 @@ import { AppConfig } from '../config/app-config';
 import { preprocessingView, visionModelsOf } from '../config/model-dir';
 import { DpDispatcher } from './dp-dispatcher.service';
 import type { ThreadPlan } from './thread-plan';
-import { WorkerSupervisor, type RankMissing, type WorkerView } from './worker-supervisor.service';
+import type { RankMissing } from '../routing/local-ranks';
+import { WorkerSupervisor, type WorkerView } from './worker-supervisor.service';
 
 /** The worker processes: pid, liveness, pending calls, staged bytes, restarts, last exit code. */
 @ApiTags('admin')

@@ -12,7 +12,6 @@ import {
 import type { Subscription } from 'rxjs';
 import { Clock } from '../common/clock';
 import { Readiness } from '../common/readiness';
-import { FirstStarts } from './first-starts';
 import { backoffMs } from '../common/backoff';
 import { Errors } from '../common/errors/error-catalogue';
 import { AppConfig } from '../config/app-config';
@@ -22,6 +21,7 @@ import { MetaStore } from '../meta-registry/meta-store';
 import type { MirrorMessage } from '../meta-registry/parent-mirrored-store';
 import { serveClaimCall, type MemoryClaims } from '../cache/claims';
 import { WorkerClaims } from './worker-claims.providers';
+import { FirstStarts } from './first-starts';
 import { HeldIndex } from './held-index';
 import { IpcChannel } from '../transport/ipc-channel';
 import { threadPlan, type ThreadPlan } from './thread-plan';
@@ -59,8 +59,6 @@ export class Rank {
     return this.ready && this.child !== undefined;
   }
 }
-
-export type { RankMissing } from '../routing/local-ranks';
 
 export interface WorkerView {
   dp_rank: number;

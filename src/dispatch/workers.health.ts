@@ -34,6 +34,6 @@ export class WorkersHealth extends EncoderHealth {
   private noneAlive(notReady: Record<string, Record<string, string>>): string {
     const n = Object.keys(notReady).length;
     if (n === 0) return Errors.allWorkersDead().message;
-    return `No encoder DP worker is ready: ${n} alive but not ready (not_ready says why), ${this.supervisor.ranks.length - n} dead.`;
+    return `No encoder DP worker is ready: ${n} running but not ready (not_ready says why), ${this.supervisor.ranks.length - n} not running.`;
   }
 }
