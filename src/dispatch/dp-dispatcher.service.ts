@@ -135,12 +135,6 @@ export class DpDispatcher extends LocalRanks {
     return this.callRank<T>(rank, dp, reqId, body, deadline);
   }
 
-  override gather<K extends IpcReportTopic>(
-    type: K,
-  ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]> {
-    return this.supervisor.gather(type);
-  }
-
   override ask<K extends IpcReportTopic>(type: K): Promise<RanksAsked<IpcTopics[K]['reply']>> {
     return this.supervisor.ask(type);
   }

@@ -17,17 +17,17 @@ describe('FirstStarts', () => {
     expect(readiness.waitingFor['DP workers']).toBe(
       'rank 0: starting; rank 1 (pid 11): model: pending; rank 2: starting',
     );
-    starts.ended(0, true); // came up
+    starts.ended(0); // came up
     starts.waiting(1, { pid: 11, waiting_for: { model: 'bad file' }, failed: 'model: bad file' });
     expect(starts.notReady(1)).toEqual({ model: 'bad file' });
     await flush();
     expect(ready).toBe(false); // rank 2 has not started yet
-    starts.ended(2, true); // died before it came up
+    starts.ended(2); // died before it came up
     await flush();
     expect(ready).toBe(true);
     // A rank's report stays until its worker is replaced; then it is gone.
     expect(starts.notReady(1)).toEqual({ model: 'bad file' });
-    starts.ended(1, true);
+    starts.ended(1);
     expect(starts.notReady(1)).toBeNull();
   });
 });

@@ -11,28 +11,32 @@ import type { WorkerWaiting } from '../transport/ipc-topics';
  */
 export class FirstStarts {
   private readonly starting: Set<number>;
-  private over!: () => void;
+  private allOver!: () => void;
   /** The last report of each rank's current worker, until it is ready (or replaced). */
   private readonly reports = new Map<number, WorkerWaiting>();
 
   constructor(ranks: number, readiness: Readiness) {
     this.starting = new Set(Array.from({ length: ranks }, (_, r) => r));
-    readiness.require('DP workers', new Promise<void>((resolve) => (this.over = resolve)), () =>
+    readiness.require('DP workers', new Promise<void>((resolve) => (this.allOver = resolve)), () =>
       this.describe(),
     );
   }
 
-  /** A rank's worker reported what it waits for; one that failed ends the rank's start. */
+  /** A rank's worker reported what it waits for; one that failed ends the rank's start (its report stays). */
   waiting(rank: number, report: WorkerWaiting): void {
     this.reports.set(rank, report);
-    if (report.failed) this.ended(rank);
+    if (report.failed) this.startOver(rank);
   }
 
-  /** A rank's worker came up, or died, or is replaced: its report goes with it. */
-  ended(rank: number, forget = false): void {
-    if (forget) this.reports.delete(rank);
+  /** A rank's worker came up, or exited: its report goes with it. */
+  ended(rank: number): void {
+    this.reports.delete(rank);
+    this.startOver(rank);
+  }
+
+  private startOver(rank: number): void {
     if (!this.starting.delete(rank) || this.starting.size > 0) return;
-    this.over();
+    this.allOver();
   }
 
   /** Why each live worker that is not ready is not: its own report (ranks it reported for). */

@@ -179,7 +179,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
       if (r.child !== child) return;
       r.ready = true;
       this.logger.log({ dp_rank: r.rank, pid: child.pid }, `DP worker rank=${r.rank} is ready`);
-      this.starts.ended(r.rank, true);
+      this.starts.ended(r.rank);
     });
     channel.handle('waiting', (w) => {
       if (r.child !== child) return;
@@ -249,7 +249,7 @@ export class WorkerSupervisor implements OnApplicationBootstrap, BeforeApplicati
     r.child = undefined;
     r.lastExitCode = exitCode;
     r.channel?.close(`DP worker rank=${r.rank} exited`);
-    this.starts.ended(r.rank, true);
+    this.starts.ended(r.rank);
     const failers = [...r.failers];
     r.failers.clear();
     for (const fail of failers) fail(exitCode);

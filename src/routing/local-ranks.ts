@@ -28,13 +28,18 @@ export abstract class LocalRanks {
     deadline: number,
   ): Promise<T>;
 
-  /** Asks every live worker over IPC (`type`: a report it answers); the silent are left out. */
-  abstract gather<K extends IpcReportTopic>(
-    type: K,
-  ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]>;
-
-  /** As gather, and for each rank without an answer, why: a view then says what it leaves out. */
+  /**
+   * Asks every worker over IPC (`type`: a report it answers): the answers, and for each rank
+   * without one, why (a view then says what it leaves out).
+   */
   abstract ask<K extends IpcReportTopic>(type: K): Promise<RanksAsked<IpcTopics[K]['reply']>>;
+
+  /** The answers of ask(); the silent are left out. */
+  async gather<K extends IpcReportTopic>(
+    type: K,
+  ): Promise<{ rank: number; value: IpcTopics[K]['reply'] }[]> {
+    return (await this.ask(type)).answers;
+  }
 }
 
 /** A rank a view leaves out: not alive, or no answer over IPC in time (the reason says which). */
@@ -59,10 +64,6 @@ export class NoLocalRanks extends LocalRanks {
 
   call<T>(owner: Owner, dp: DpType, reqId: string): Promise<T> {
     return Promise.reject(Errors.ownerGone(`rank ${owner.rank} (${dp})`, reqId));
-  }
-
-  gather(): Promise<never[]> {
-    return Promise.resolve([]);
   }
 
   ask(): Promise<RanksAsked<never>> {
