@@ -8,6 +8,8 @@ import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swag
 import { Logger } from 'nestjs-pino';
 import { jsonBody } from './common/http/json-body.middleware';
 import { requestLogging } from './logging/logging.module';
+import { stopOnSignals } from './logging/stop-on-signals';
+import { shutdownBoundMs } from './config/shutdown-bound';
 import { AppConfig } from './config/app-config';
 import { ProcessRole } from './config/process-role';
 import { InstanceRoster } from './routing/instance-roster.service';
@@ -72,11 +74,19 @@ export function configureApp(
   SwaggerModule.setup('docs', app, openApiDocument(app));
   // Only the signals that mean "stop": Nest's default also takes SIGUSR2 and friends, which
   // left no signal for `--heapsnapshot-signal=SIGUSR2` (a heap snapshot stopped the service).
-  // process.exit(0) once the hooks are done, not Nest's default of killing itself with the
-  // signal again: a signal death skips the 'exit' event on which pino flushes what it still
-  // holds, and the last lines (a drain's report of what it handed over) were lost.
-  if (options.shutdownHooks !== false)
-    app.enableShutdownHooks(['SIGTERM', 'SIGINT', 'SIGHUP'], { useProcessExit: true });
+  // The process exits 0 once the hooks are done and the logs written out, not by Nest's
+  // default of killing itself with the signal again: a signal death skips the 'exit' event
+  // on which pino writes out what it still holds, and the last lines (a drain's report of
+  // what it handed over) were lost. Bounded by shutdownBoundMs (exit 1 past it).
+  if (options.shutdownHooks !== false) {
+    const logger = app.get(Logger);
+    stopOnSignals(app, {
+      signals: ['SIGTERM', 'SIGINT', 'SIGHUP'],
+      boundMs: shutdownBoundMs(app.get(AppConfig)),
+      onCloseError: (err) =>
+        logger.error(`shutdown failed: ${(err as Error)?.stack ?? String(err)}`, 'Main'),
+    });
+  }
 }
 
 /** The OpenAPI document of the app's HTTP routes: served at /docs, and docs/http-api.md. */

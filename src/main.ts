@@ -12,6 +12,7 @@ import { BucketKeeper } from './jetstream/bucket-keeper';
 import type { AppConfig } from './config/app-config';
 import { dpRole } from './config/process-role';
 import { shutdownBoundMs } from './config/shutdown-bound';
+import { after, flushLogs } from './logging/stop-on-signals';
 import { startTracing } from './tracing/tracing';
 import { setHeapGrowth } from './common/heap-growth';
 import { missingServiceFlags } from './common/node-flags';
@@ -75,15 +76,14 @@ async function main(): Promise<void> {
   const refuse = async (message: string): Promise<never> => {
     process.stderr.write(`epd-encoder: ${message}\n`);
     setTimeout(() => process.exit(78), shutdownBoundMs(config)).unref();
+    const giveUp = after(shutdownBoundMs(config) - 100);
     await app.close().catch(() => undefined);
+    await flushLogs(giveUp);
     process.exit(78); // EX_CONFIG
   };
 
-  // The NATS drain is bounded by shutdown.graceMs (and the handoff of staged embeddings to
-  // the object store by drainMs); this is the last resort if a hook hangs.
-  process.once('SIGTERM', () => {
-    setTimeout(() => process.exit(1), shutdownBoundMs(config)).unref();
-  });
+  // A stop signal's last resort (exit 1 once shutdownBoundMs has passed, if a hook hangs) is
+  // armed by stopOnSignals (configureApp), with the wait for the logs to be written out.
 
   // A model that breaks the contract is a configuration error: refuse to serve with it.
   // (A DP supervisor has no model: its workers each check theirs.)
