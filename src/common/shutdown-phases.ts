@@ -14,7 +14,8 @@ import { Clock } from './clock';
  *    flight gets up to 1 s for its ack), the NATS connection drains (in-flight replies
  *    are flushed, bounded by EPD_SHUTDOWN_GRACE_MS), the bucket keeper stops, traces flush.
  *
- * Then the process writes out its logs and exits 0 (main.ts and bootstrap.ts).
+ * Then the process waits until its logs are written out, writes in flight included, and
+ * exits 0 (stopOnSignals in src/logging/stop-on-signals.ts, wired by bootstrap.ts).
  */
 export const SHUTDOWN_PHASES = [
   /**
