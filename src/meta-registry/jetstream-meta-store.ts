@@ -44,9 +44,9 @@ const RECONNECT_GRACE_MS = 3_000;
  *   beyond it is refused (507) cluster-wide, as the memory store does per process.
  * - One watcher per process (`changes`), from the last revision it saw after a reconnect
  *   or a lost consumer, so no put is missed; the registry wakes only that key's waiters.
- * - The watcher also keeps a mirror of the puts it has seen, so a read of a key published
- *   since this process started is answered from memory; anything else is read from the
- *   bucket. A delete purges the key's messages up to the revision it read (no marker:
+ * - The watcher also keeps a mirror of the puts it has seen, and this process's own writes
+ *   enter it at once, so a read of a key published since this process started is answered
+ *   from memory; anything else is read from the bucket. A delete purges the key's messages up to the revision it read (no marker:
  *   counts stay exact) and tells every instance on `_EPD.<bucket>.evict`, with that
  *   revision, so no mirror keeps it or takes it back from a late watcher echo. The mirror
  *   is dropped whenever something could have been missed (a disconnect, a new watcher).
@@ -227,6 +227,7 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
   private async recreate(): Promise<void> {
     this.kv = undefined;
     this.watch.reset();
+    this.mirror.reset();
     await this.bucket();
     // The watch loop starts a new watcher on the new bucket.
     this.watch.stop();
@@ -269,7 +270,10 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
       const next = now && change(now);
       if (!next) return { won: false, now };
       const written = kv.update(key, encodeRecord(next), entry!.revision).then(
-        () => true,
+        (revision) => {
+          this.mirror.wrote(reqId, revision, next);
+          return true;
+        },
         (err: unknown) => {
           if (lostCompareAndSet(err)) return false;
           throw err;
@@ -301,7 +305,9 @@ export class JetStreamMetaStore extends MetaStore implements OnApplicationShutdo
           if (!/maximum messages/i.test(err.message)) throw err;
           throw Errors.registryFull(this.config.registry.maxEntries, record.reqId);
         });
-        await this.call(put, record.reqId, Math.max(1, Math.min(left, ATTEMPT_MS)));
+        const bound = Math.max(1, Math.min(left, ATTEMPT_MS));
+        // Read back at once by this process (KvMirror.wrote), not only after the echo.
+        this.mirror.wrote(record.reqId, await this.call(put, record.reqId, bound), record);
         return;
       } catch (err) {
         const retry = backoffMs(attempt, { baseMs: 100, maxMs: 500, jitter: 0.5 });

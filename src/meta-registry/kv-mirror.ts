@@ -78,6 +78,8 @@ export class KvMirror {
       if (revision <= tombstone.revision) return undefined; // the deleted put, echoed late
       this.deleted.delete(reqId);
     }
+    // Older than what this process wrote itself (wrote): the watcher is behind; keep ours.
+    if (revision < (this.records.get(reqId)?.revision ?? 0)) return undefined;
     if (operation !== 'PUT') {
       this.records.delete(reqId);
       return undefined;
@@ -89,9 +91,29 @@ export class KvMirror {
     return record;
   }
 
+  /**
+   * A write of this process that the bucket accepted at `revision`: read back at once, not
+   * only once the watcher echoes it (until then, a read got the record before it: a claim
+   * read back as still handed off, an unclaim as still claimed). A newer revision seen or
+   * deleted here wins.
+   */
+  wrote(reqId: string, revision: number, record: StoredMeta): void {
+    if (this.isDeleted(reqId, revision)) return;
+    if (revision < (this.records.get(reqId)?.revision ?? 0)) return;
+    this.deleted.delete(reqId);
+    this.records.delete(reqId);
+    this.records.set(reqId, { record, revision });
+  }
+
   /** Drops every record seen: reads go to the bucket until the watcher refills it. */
   forget(): void {
     this.records.clear();
+  }
+
+  /** The bucket was made again (revisions start over): records and tombstones go. */
+  reset(): void {
+    this.records.clear();
+    this.deleted.clear();
   }
 
   /** Records published before `cutoff` leave (oldest first), and tombstones past their time. */

@@ -71,6 +71,32 @@ export function registryContract(make: MakeRegistry): void {
     expect(await registry.claimHanded('absent', me)).toEqual({ won: false, now: undefined });
   });
 
+  /**
+   * read-your-writes: with JetStream KV, a read was answered from the watcher's mirror,
+   * which still held the record before this process's own write until the watcher echoed
+   * it: one fresh-clone CI run read the claimed owner right after an unclaim (above). Each
+   * write here is read back at once, many times over, so a lagging mirror shows.
+   */
+  it('a process reads its own writes at once: after a publish, a claim and an unclaim', async () => {
+    const stale: string[] = [];
+    const handed = { instance: 'gone', boot: 'b0', store: 'objs_staged' };
+    for (let n = 0; n < 100; n++) {
+      const key = `ryw-${n % 4}`;
+      await registry.publish(key, { ...META, embedding_len: n + 1 }, 0, handed);
+      const published = await registry.get(key);
+      const len = (published?.metadata as { embedding_len?: number } | undefined)?.embedding_len;
+      if (len !== n + 1) stale.push(`publish ${n}`);
+      if (published?.owner?.store !== handed.store) stale.push(`publish ${n} owner`);
+      const claim = await registry.claimHanded(key, registry.self);
+      if (!claim.won) throw new Error(`claim ${n} lost: ${JSON.stringify(claim.now)}`);
+      if ((await registry.get(key))?.owner?.instance !== registry.self.instance)
+        stale.push(`claim ${n}`);
+      await registry.unclaimHanded(claim.was);
+      if ((await registry.get(key))?.owner?.store !== handed.store) stale.push(`unclaim ${n}`);
+    }
+    expect(stale).toEqual([]);
+  });
+
   it('last write wins', async () => {
     await registry.publish('a', META);
     await registry.publish('a', { ...META, embedding_len: 2 });
