@@ -31,7 +31,7 @@ export function flushLogs(
   return Promise.race([flushed, giveUp.then(() => 'timed_out' as const)]);
 }
 
-/** A promise that resolves after `ms` (at once if not positive); its timer never holds the process. */
+/** Resolves after `ms` (at once if not positive); its timer never holds the process up. */
 export function after(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)).unref());
 }

@@ -46,10 +46,11 @@ const RECONNECT_GRACE_MS = 3_000;
  *   or a lost consumer, so no put is missed; the registry wakes only that key's waiters.
  * - The watcher also keeps a mirror of the puts it has seen, and this process's own writes
  *   enter it at once, so a read of a key published since this process started is answered
- *   from memory; anything else is read from the bucket. A delete purges the key's messages up to the revision it read (no marker:
- *   counts stay exact) and tells every instance on `_EPD.<bucket>.evict`, with that
- *   revision, so no mirror keeps it or takes it back from a late watcher echo. The mirror
- *   is dropped whenever something could have been missed (a disconnect, a new watcher).
+ *   from memory; anything else is read from the bucket. A delete purges the key's messages
+ *   up to the revision it read (no marker: counts stay exact) and tells every instance on
+ *   `_EPD.<bucket>.evict`, with that revision, so no mirror keeps it or takes it back from
+ *   a late watcher echo. The mirror is dropped whenever something could have been missed
+ *   (a disconnect, a new watcher).
  * - NATS down: every call fails at once with 503 naming the store, never at a deadline.
  * - A node loss: the bucket's R3 stream accepts no write until its replicas elect a new
  *   leader (nats-server waits 4–9 s for that; measured 3.3–5.4 s here), and a write in
