@@ -12,7 +12,7 @@ import { BucketKeeper } from './jetstream/bucket-keeper';
 import type { AppConfig } from './config/app-config';
 import { dpRole } from './config/process-role';
 import { shutdownBoundMs } from './config/shutdown-bound';
-import { after, flushLogs } from './logging/stop-on-signals';
+import { closeAndExit } from './logging/stop-on-signals';
 import { startTracing } from './tracing/tracing';
 import { setHeapGrowth } from './common/heap-growth';
 import { missingServiceFlags } from './common/node-flags';
@@ -75,11 +75,8 @@ async function main(): Promise<void> {
    */
   const refuse = async (message: string): Promise<never> => {
     process.stderr.write(`epd-encoder: ${message}\n`);
-    setTimeout(() => process.exit(78), shutdownBoundMs(config)).unref();
-    const giveUp = after(shutdownBoundMs(config) - 100);
-    await app.close().catch(() => undefined);
-    await flushLogs(giveUp);
-    process.exit(78); // EX_CONFIG
+    // EX_CONFIG, whether the close ends, throws or hangs past the bound.
+    return closeAndExit(app, { boundMs: shutdownBoundMs(config), codes: { ok: 78, failed: 78 } });
   };
 
   // A stop signal's last resort (exit 1 once shutdownBoundMs has passed, if a hook hangs) is

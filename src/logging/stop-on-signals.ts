@@ -1,4 +1,5 @@
 import type { INestApplicationContext } from '@nestjs/common';
+import { setTimeout as delay } from 'node:timers/promises';
 import { PinoLogger } from 'nestjs-pino';
 
 /** What flushLogs needs of a logger: pino's flush with a callback. */
@@ -31,23 +32,45 @@ export function flushLogs(
   return Promise.race([flushed, giveUp.then(() => 'timed_out' as const)]);
 }
 
-/** Resolves after `ms` (at once if not positive); its timer never holds the process up. */
-export function after(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)).unref());
-}
-
 /** Spare time kept between the logs' flush and the last-resort exit. */
 const FLUSH_MARGIN_MS = 100;
 
 /**
- * How a signal stops the process: closes the app (Nest's shutdown hooks: the NATS drain,
- * the handoff of staged embeddings), waits for the logs to be written out, then exits 0
- * (1 if the close threw). Everything is bounded by `boundMs` (shutdownBoundMs): past it the
- * process exits 1 on its own, whatever still hangs.
- *
- * Nest's enableShutdownHooks({ useProcessExit: true }) did the same but for the logs: it
- * called process.exit as soon as the hooks ended, and lines pino still had in flight were
- * lost (see flushLogs). A second signal while stopping changes nothing.
+ * Closes the app (Nest's shutdown hooks: the NATS drain, the handoff of staged
+ * embeddings), waits for the logs to be written out, then exits with `codes.ok`, or with
+ * `codes.failed` if the close threw. Bounded by `boundMs` (shutdownBoundMs): past it the
+ * process exits with `codes.failed` on its own, whatever still hangs; the wait for the logs
+ * ends FLUSH_MARGIN_MS before that.
+ */
+export async function closeAndExit(
+  app: Pick<INestApplicationContext, 'close'>,
+  options: {
+    boundMs: number;
+    codes: { ok: number; failed: number };
+    onCloseError?: (err: unknown) => void;
+    /** The logger to wait for: the app's pino logger unless given. */
+    log?: FlushableLog;
+  },
+): Promise<never> {
+  const { boundMs, codes } = options;
+  setTimeout(() => process.exit(codes.failed), boundMs).unref();
+  const giveUp = delay(Math.max(0, boundMs - FLUSH_MARGIN_MS), undefined, { ref: false });
+  let code = codes.ok;
+  try {
+    await app.close();
+  } catch (err) {
+    options.onCloseError?.(err);
+    code = codes.failed;
+  }
+  await flushLogs(giveUp, options.log ?? PinoLogger.root);
+  process.exit(code);
+}
+
+/**
+ * How a signal stops the process: closeAndExit with 0 (1 if the close threw or the bound
+ * passed). Nest's enableShutdownHooks({ useProcessExit: true }) did the same but for the
+ * logs: it called process.exit as soon as the hooks ended, and lines pino still had in
+ * flight were lost (see flushLogs). A second signal while stopping changes nothing.
  */
 export function stopOnSignals(
   app: Pick<INestApplicationContext, 'close'>,
@@ -60,20 +83,10 @@ export function stopOnSignals(
   },
 ): void {
   let stopping = false;
-  const stop = async (): Promise<void> => {
+  const stop = (): void => {
     if (stopping) return;
     stopping = true;
-    setTimeout(() => process.exit(1), options.boundMs).unref();
-    const giveUp = after(options.boundMs - FLUSH_MARGIN_MS);
-    let code = 0;
-    try {
-      await app.close();
-    } catch (err) {
-      options.onCloseError(err);
-      code = 1;
-    }
-    await flushLogs(giveUp, options.log ?? PinoLogger.root);
-    process.exit(code);
+    void closeAndExit(app, { ...options, codes: { ok: 0, failed: 1 } });
   };
-  for (const signal of options.signals) process.on(signal, () => void stop());
+  for (const signal of options.signals) process.on(signal, stop);
 }
