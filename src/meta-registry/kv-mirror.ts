@@ -73,21 +73,13 @@ export class KvMirror {
     operation: string,
     value: Uint8Array,
   ): StoredMeta | undefined {
-    const tombstone = this.deleted.get(reqId);
-    if (tombstone !== undefined) {
-      if (revision <= tombstone.revision) return undefined; // the deleted put, echoed late
-      this.deleted.delete(reqId);
-    }
-    // Older than what this process wrote itself (wrote): the watcher is behind; keep ours.
-    if (revision < (this.records.get(reqId)?.revision ?? 0)) return undefined;
+    if (!this.newer(reqId, revision)) return undefined;
     if (operation !== 'PUT') {
       this.records.delete(reqId);
       return undefined;
     }
     const record = decodeRecord(reqId, value);
-    if (!record) return undefined;
-    this.records.delete(reqId);
-    this.records.set(reqId, { record, revision });
+    if (record) this.keep(reqId, revision, record);
     return record;
   }
 
@@ -98,9 +90,22 @@ export class KvMirror {
    * deleted here wins.
    */
   wrote(reqId: string, revision: number, record: StoredMeta): void {
-    if (this.isDeleted(reqId, revision)) return;
-    if (revision < (this.records.get(reqId)?.revision ?? 0)) return;
+    if (this.newer(reqId, revision)) this.keep(reqId, revision, record);
+  }
+
+  /**
+   * Whether `revision` of `reqId` is news: not a deleted put echoed late (a newer one ends
+   * the tombstone), nor older than the record held (one this process wrote itself while
+   * the watcher is behind).
+   */
+  private newer(reqId: string, revision: number): boolean {
+    if (this.isDeleted(reqId, revision)) return false;
     this.deleted.delete(reqId);
+    return revision >= (this.records.get(reqId)?.revision ?? 0);
+  }
+
+  /** Holds `record`, newest last (the order expire() walks). */
+  private keep(reqId: string, revision: number, record: StoredMeta): void {
     this.records.delete(reqId);
     this.records.set(reqId, { record, revision });
   }
